@@ -1,0 +1,261 @@
+"""Checking and timing every version of a day, printing the table, building the results record.
+
+Modes:
+  default  the chosen size: every version checked, timed, one table
+  check    the ragged CHECK_SIZES (+ the chosen size): every version checked, nothing timed
+  bench    CHECK_SIZES checked, then every BENCH_SIZES case checked, timed, re-checked, tabled
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+from . import harness as H
+from .report import fmt, fmt_ms, header_line, table, today
+
+
+class Failure(RuntimeError):
+    """A version produced a wrong answer (the run goes on; the exit code says so)."""
+
+
+class Report:
+    """What a run prints and what --save stores."""
+
+    def __init__(self, day_number: int, stream=sys.stdout):
+        self.day = day_number
+        self.stream = stream
+        self.cases: list[dict] = []
+        self.checks: list[dict] = []
+        self.extra: dict = {}
+        self.failures: list[str] = []
+
+    def say(self, text: str = ""):
+        print(text, file=self.stream, flush=True)
+
+    def section(self, title: str, rows: list[list], headers: list[str]):
+        self.say(f"\n{title}")
+        self.say(table(rows, headers))
+
+    def record(self, key: str, value):
+        self.extra[key] = value
+
+
+def _seed_for(size, salt: int = 0) -> int:
+    return (hash(tuple(size)) ^ salt) & 0x7FFFFFFF
+
+
+def _versions(drv, only: str | None) -> list[str]:
+    vs = H.versions_of(drv)
+    if only is None:
+        return vs
+    if only not in vs:
+        raise H.SizeError(f"unknown version {only!r}; this day has {', '.join(vs)}")
+    return [only]
+
+
+def _skip_reason(drv, version, size):
+    fn = getattr(drv, "supports", None)
+    return fn(version, size) if fn else None
+
+
+def check_sizes(drv, rep: Report, versions: list[str], sizes: list[tuple]):
+    """Check every version on every size with fresh seeded inputs; record, print one line each."""
+    for size in sizes:
+        seed = _seed_for(size, 17)
+        case = drv.make_case(size, np.random.default_rng(seed))
+        d = H.DeviceCase(case)
+        parts = []
+        for v in versions:
+            why = _skip_reason(drv, v, size)
+            if why:
+                parts.append(f"{v} skip")
+                rep.checks.append({"size": list(size), "version": v, "skipped": why})
+                continue
+            r = H.check(drv.launch, v, case, d)
+            rep.checks.append({"size": list(size), "version": v, "ok": r.ok, "rel_l2": r.rel_l2,
+                               "max_err": r.max_abs, "seed": seed})
+            parts.append(f"{v} {'ok' if r.ok else 'FAIL'}")
+            if not r.ok:
+                rep.failures.append(f"{v} at {H.size_str(size)} (seed {seed}): {r.message}")
+        rep.say(f"  check {H.size_str(size):>16} (seed {seed}): " + ", ".join(parts))
+        del d
+
+
+def bench_size(drv, rep: Report, versions: list[str], size: tuple, *, timed: bool = True,
+               with_baselines: bool = True):
+    """Check, time and re-check every version at one size; print and record the table."""
+    from .timing import compute_ceiling_tflops, copy_bandwidth_gbps, time_fn
+
+    seed = _seed_for(size)
+    case = drv.make_case(size, np.random.default_rng(seed))
+    t0 = time.perf_counter()
+    expected = case.expected()
+    ref_s = time.perf_counter() - t0
+    d = H.DeviceCase(case)
+    copy_bw = copy_bandwidth_gbps()
+    compute_tf, compute_src = compute_ceiling_tflops(case.unit) if case.flops else (None, "")
+    rep.say(f"\n{H.size_str(size)} (seed {seed}; numpy reference {ref_s:.2f} s)")
+
+    rows = []
+    for v in versions:
+        why = _skip_reason(drv, v, size)
+        if why:
+            rows.append({"version": v, "description": drv.VERSIONS[v], "skipped": why})
+            continue
+        r = H.check(drv.launch, v, case, d)
+        row = {"version": v, "description": drv.VERSIONS[v], "ok": r.ok, "rel_l2": r.rel_l2,
+               "max_err": r.max_abs}
+        if not r.ok:
+            rep.failures.append(f"{v} at {H.size_str(size)} (seed {seed}): {r.message}")
+        if timed:
+            t = time_fn(lambda: drv.launch(v, d))
+            r2 = H.check(drv.launch, v, case, d)  # again, after the timing loop
+            if not r2.ok and r.ok:
+                row["ok"] = False
+                rep.failures.append(f"{v} at {H.size_str(size)} after timing: {r2.message}")
+            row.update(median_ms=t.median_ms, min_ms=t.min_ms, max_ms=t.max_ms, repeats=t.repeats)
+            _add_rates(row, case, copy_bw, compute_tf)
+        rows.append(row)
+        rep.say(f"  {v}: {'ok' if row['ok'] else 'FAIL'}"
+                + (f", {fmt_ms(row['median_ms'])}" if 'median_ms' in row else ""))
+
+    base_rows = []
+    if timed and with_baselines and hasattr(drv, "baselines"):
+        for name, fn in (drv.baselines(d) or {}).items():
+            try:
+                out = fn()
+                ok = None
+                if out is not None:
+                    host = out.detach().cpu().numpy() if hasattr(out, "detach") else np.asarray(out)
+                    key = next(iter(case.outputs))
+                    from .check import compare
+
+                    tol = case.tolerance()
+                    cr = compare(host.reshape(expected[key].shape), expected[key],
+                                 tol.get(key) if isinstance(tol, dict) else tol, name)
+                    ok = cr.ok
+                t = time_fn(fn)
+                b = {"name": name, "median_ms": t.median_ms, "min_ms": t.min_ms,
+                     "max_ms": t.max_ms, "ok": ok}
+                _add_rates(b, case, copy_bw, compute_tf)
+                base_rows.append(b)
+            except Exception as e:  # a missing or failing library must not stop the day
+                rep.say(f"  baseline {name} not timed: {type(e).__name__}: {e}")
+
+    if timed:
+        _speedups(rows, base_rows)
+    rep.cases.append({"size": list(size), "seed": seed, "bytes": case.bytes, "flops": case.flops,
+                      "unit": case.unit if case.flops else None,
+                      "ceiling": ({"tflops": compute_tf, "source": compute_src} if case.flops
+                                  else {"gbps": copy_bw, "source": "measured device-to-device copy"}),
+                      "rows": rows, "baseline": base_rows})
+    _print_table(rep, rows, base_rows, case, copy_bw, compute_tf, compute_src, timed)
+    del d
+
+
+def _add_rates(row, case, copy_bw, compute_tf):
+    s = row["median_ms"] * 1e-3
+    row["gbps"] = case.bytes / s / 1e9 if case.bytes else None
+    row["tflops"] = case.flops / s / 1e12 if case.flops else None
+    if case.flops and compute_tf:
+        row["pct_of_ceiling"] = 100 * row["tflops"] / compute_tf
+    elif case.bytes:
+        row["pct_of_ceiling"] = 100 * row["gbps"] / copy_bw
+    else:
+        row["pct_of_ceiling"] = None
+
+
+def _speedups(rows, base_rows):
+    timed = [r for r in rows if "median_ms" in r]
+    if not timed:
+        return
+    first = timed[0]["median_ms"]
+    best_base = min((b["median_ms"] for b in base_rows), default=None)
+    for r in timed:
+        r["speedup_vs_v1"] = first / r["median_ms"]
+        r["vs_baseline"] = best_base / r["median_ms"] if best_base else None
+
+
+def _print_table(rep, rows, base_rows, case, copy_bw, compute_tf, compute_src, timed):
+    if not timed:
+        rep.section("correctness", [[r["version"], r["description"],
+                                     "skip" if "skipped" in r else fmt(r["max_err"]),
+                                     "skip" if "skipped" in r else ("ok" if r["ok"] else "FAIL")]
+                                    for r in rows], ["version", "what", "max err", "ok"])
+        return
+    rate_head = "TFLOP/s" if case.flops else "GB/s"
+    ceil = (f"{compute_tf:.0f} TFLOP/s ({compute_src})" if case.flops and compute_tf
+            else f"{copy_bw:.0f} GB/s (device-to-device copy measured now)")
+    out = []
+    for r in rows:
+        if "skipped" in r:
+            out.append([r["version"], r["description"], "skipped: " + r["skipped"]] + [""] * 6)
+            continue
+        rate = r["tflops"] if case.flops else r["gbps"]
+        out.append([r["version"], r["description"],
+                    f"{fmt_ms(r['median_ms'])} [{fmt_ms(r['min_ms'])}-{fmt_ms(r['max_ms'])}]",
+                    fmt(rate, ".1f" if case.flops else ".0f"), fmt(r.get("pct_of_ceiling"), ".1f"),
+                    fmt(r.get("speedup_vs_v1"), ".2f") + "x",
+                    (fmt(r["vs_baseline"], ".2f") + "x") if r.get("vs_baseline") else "-",
+                    fmt(r["max_err"], ".2g"), "ok" if r["ok"] else "FAIL"])
+    for b in base_rows:
+        rate = b["tflops"] if case.flops else b["gbps"]
+        out.append([b["name"], "library baseline",
+                    f"{fmt_ms(b['median_ms'])} [{fmt_ms(b['min_ms'])}-{fmt_ms(b['max_ms'])}]",
+                    fmt(rate, ".1f" if case.flops else ".0f"), fmt(b.get("pct_of_ceiling"), ".1f"),
+                    "", "1.00x" if b["median_ms"] == min(x["median_ms"] for x in base_rows) else "",
+                    "", {True: "ok", False: "FAIL", None: "-"}[b["ok"]]])
+    rep.say(f"ceiling: {ceil}")
+    rep.say(table(out, ["version", "what", "time median [min-max]", rate_head, "% of ceiling",
+                        "vs v1", "vs baseline", "max err", "ok"]))
+    flagged = [r for r in rows if r.get("pct_of_ceiling") and r["pct_of_ceiling"] > 100]
+    for r in flagged:
+        rep.say(f"  WARNING {r['version']} is above the ceiling ({r['pct_of_ceiling']:.0f}%): "
+                f"count its bytes again; a figure like this is a bug until explained")
+
+
+def run_day(number: int, mode: str = "default", size: tuple | None = None,
+            version: str | None = None, stream=sys.stdout) -> Report:
+    """Run one day on the GPU in a mode; returns the Report (failures listed in .failures)."""
+    drv = H.load_driver(number)
+    rep = Report(number, stream)
+    versions = _versions(drv, version)
+    from .catalogue import DAYS
+
+    rep.say(f"Day {number}: {DAYS[number].title}")
+    rep.say(header_line())
+    if hasattr(drv, "extras"):
+        drv.extras(rep, mode)
+    if mode == "check":
+        sizes = [size] if size else list(drv.CHECK_SIZES) + [tuple(drv.SIZES["small"])]
+        check_sizes(drv, rep, versions, sizes)
+    elif mode == "bench":
+        check_sizes(drv, rep, versions, list(drv.CHECK_SIZES))
+        for s in ([size] if size else H.bench_sizes(drv)):
+            bench_size(drv, rep, versions, s)
+    else:
+        bench_size(drv, rep, versions, size or tuple(drv.SIZES["default"]))
+    if rep.failures:
+        rep.say("\nFAILURES:")
+        for f in rep.failures:
+            rep.say("  " + f)
+    return rep
+
+
+def reference_only(number: int, stream=sys.stdout):
+    """The no-GPU path: build the small case and run the numpy reference, so the tutorial
+    still runs on a laptop."""
+    drv = H.load_driver(number)
+    size = tuple(drv.SIZES["small"])
+    case = drv.make_case(size, np.random.default_rng(0))
+    t0 = time.perf_counter()
+    exp = case.expected()
+    dt = time.perf_counter() - t0
+    print(f"ran the numpy reference on the small case {H.size_str(size)} in {dt * 1e3:.1f} ms:",
+          file=stream)
+    for k, v in exp.items():
+        flat = np.asarray(v).ravel()
+        print(f"  {k}: shape {tuple(np.shape(v))}, first values {np.array2string(flat[:4], precision=4)}",
+              file=stream)

@@ -1,0 +1,48 @@
+// Day 2: vector add, c = a + b, and the three ways to map threads onto it.
+//
+// Build on its own:  nvcc -arch=sm_90 -O3 -cubin kernel.cu
+// Run:               python run_day.py 2
+//
+// Versions:
+//   v1  one element per thread; the grid covers n exactly (ceil(n / 256) blocks)
+//   v2  grid-stride loop: a fixed grid (a few blocks per SM) walks the whole array, so one
+//       launch shape serves any n and each thread has several loads in flight
+//   v3  v2 with float4: 16-byte loads/stores, a quarter of the instructions per byte
+#include <cstdint>
+
+extern "C" __global__ void vadd_v1(const float* __restrict__ a, const float* __restrict__ b,
+                                   float* __restrict__ c, int64_t n) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) c[i] = a[i] + b[i];  // the guard: the last block usually overhangs n
+}
+
+extern "C" __global__ void vadd_v2(const float* __restrict__ a, const float* __restrict__ b,
+                                   float* __restrict__ c, int64_t n) {
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        c[i] = a[i] + b[i];
+}
+
+// float4 body over n / 4 vectors, unrolled twice so each thread issues two independent
+// 16-byte loads of a and of b before it needs either; the scalar tail (n % 4) at the end.
+extern "C" __global__ void vadd_v3(const float* __restrict__ a, const float* __restrict__ b,
+                                   float* __restrict__ c, int64_t n) {
+    const float4* a4 = reinterpret_cast<const float4*>(a);
+    const float4* b4 = reinterpret_cast<const float4*>(b);
+    float4* c4 = reinterpret_cast<float4*>(c);
+    const int64_t n4 = n / 4;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    for (; i + stride < n4; i += 2 * stride) {
+        const float4 x0 = a4[i], y0 = b4[i];
+        const float4 x1 = a4[i + stride], y1 = b4[i + stride];
+        c4[i] = make_float4(x0.x + y0.x, x0.y + y0.y, x0.z + y0.z, x0.w + y0.w);
+        c4[i + stride] = make_float4(x1.x + y1.x, x1.y + y1.y, x1.z + y1.z, x1.w + y1.w);
+    }
+    if (i < n4) {
+        const float4 x0 = a4[i], y0 = b4[i];
+        c4[i] = make_float4(x0.x + y0.x, x0.y + y0.y, x0.z + y0.z, x0.w + y0.w);
+    }
+    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < n - 4 * n4) c[4 * n4 + t] = a[4 * n4 + t] + b[4 * n4 + t];
+}
