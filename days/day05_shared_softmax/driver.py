@@ -38,7 +38,7 @@ def v4_kernel_name(cols: int) -> str:
     """The v4 instantiation for a row width: the smallest register array that holds the row."""
     vec = 4 if cols % 4 == 0 else 1  # float4 needs every row 16-byte aligned
     per_thread = H.cdiv(cols // vec, THREADS)
-    for items in (1, 2, 4, 8, 16) + ((32,) if vec == 1 else ()):
+    for items in (1, 2, 4, 8, 16) + ((32, 64) if vec == 1 else ()):
         if per_thread <= items:
             return f"softmax_v4_vec{vec}_items{items}"
     return "softmax_v4_long_vec4" if vec == 4 else "softmax_v3"

@@ -250,8 +250,9 @@ SOFTMAX_V4(1, 4)
 SOFTMAX_V4(1, 8)
 SOFTMAX_V4(1, 16)
 SOFTMAX_V4(1, 32)
+SOFTMAX_V4(1, 64)
 
-// Rows longer than 256 threads x 16 float4 (16384 floats) do not fit in registers: two passes
+// Rows longer than 256 threads x 16 float4 (16384 floats; 16384 scalars for odd widths) do not fit in registers: two passes
 // like v3, with 16-byte loads when the rows allow it (the second read mostly hits L2).
 extern "C" __global__ void softmax_v4_long_vec4(const float* __restrict__ x,
                                                 float* __restrict__ y, int rows, int cols) {
