@@ -38,17 +38,34 @@ def status(number: int, folders: dict, results: dict) -> str:
     return "built"
 
 
+def pretty_size(size) -> str:
+    def one(v):
+        return f"2^{v.bit_length() - 1}" if v >= 1024 and v & (v - 1) == 0 else str(v)
+    return "x".join(one(int(v)) for v in size)
+
+
+def headline_size(number: int):
+    """The day's default size: the case progress.md quotes."""
+    try:
+        from .harness import load_driver
+
+        return list(load_driver(number).SIZES["default"])
+    except Exception:
+        return None
+
+
 def best(rec: dict) -> tuple[str, str]:
-    """(best version, its figure) from the last (largest) timed case of a results record."""
+    """(best version, its figure) at the day's default size (else the last timed case)."""
     cases = [c for c in rec.get("cases", []) if any("median_ms" in r for r in c["rows"])]
     if not cases:
         return "-", "-"
-    c = cases[-1]
+    want = headline_size(rec["day"])
+    c = next((c for c in cases if list(c["size"]) == want), cases[-1])
     rows = [r for r in c["rows"] if r.get("ok") and "median_ms" in r]
     if not rows:
         return "-", "-"
     r = min(rows, key=lambda r: r["median_ms"])
-    size = "x".join(map(str, c["size"]))
+    size = pretty_size(c["size"])
     if r.get("tflops"):
         fig = f"{r['tflops']:.1f} TFLOP/s"
     elif r.get("gbps"):

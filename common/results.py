@@ -7,6 +7,7 @@ cases[].baseline[] (name, median_ms).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -15,6 +16,10 @@ RESULTS = ROOT / "results"
 
 
 def git_commit() -> str:
+    """The commit measured: GIT_COMMIT if set (the GPU machine gets a copy of the tree without
+    .git, so the command that runs there passes it), else `git rev-parse`."""
+    if os.environ.get("GIT_COMMIT"):
+        return os.environ["GIT_COMMIT"]
     try:
         r = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT,
                            capture_output=True, text=True)

@@ -12,8 +12,8 @@
 //       grows), then the write pass: two reads of the row instead of three
 //   v4  the row is read once into registers (float4 loads where rows are 16-byte aligned),
 //       max, exp and sum are done on registers, then one write: the minimum traffic,
-//       one read and one write per element. Rows too long for registers fall back to v3's
-//       two-pass loop with float4 loads.
+//       one read and one write per element. Rows of <= 1024 floats get one warp each instead
+//       of one block; rows too long for registers fall back to a two-pass float4 loop.
 #include <cfloat>
 #include <cstdint>
 
@@ -251,6 +251,72 @@ SOFTMAX_V4(1, 8)
 SOFTMAX_V4(1, 16)
 SOFTMAX_V4(1, 32)
 SOFTMAX_V4(1, 64)
+
+// Short rows (<= 1024 floats): a whole block per row would spend more time in its two block
+// reductions (four barriers) than in moving 4 KB. Give each row ONE WARP instead: 8 rows per
+// block of 256 threads, reductions by shuffles only, no shared memory, no barriers.
+template <int VEC, int ITEMS>
+__device__ __forceinline__ void softmax_row_in_warp(const float* __restrict__ xr,
+                                                    float* __restrict__ yr, int cols) {
+    using T = typename Vec<VEC>::T;
+    const int lane = threadIdx.x & 31;
+    const int nvec = cols / VEC;
+    const T* xv = reinterpret_cast<const T*>(xr);
+    T* yv = reinterpret_cast<T*>(yr);
+
+    T v[ITEMS];
+    float m = -FLT_MAX;
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+        const int j = lane + i * 32;
+        if (j < nvec) {
+            v[i] = __ldcs(xv + j);
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) m = fmaxf(m, lane_of(v[i], k));
+        }
+    }
+    m = warp_max(m);
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+        const int j = lane + i * 32;
+        if (j < nvec) {
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) {
+                float e = expf(lane_of(v[i], k) - m);
+                lane_of(v[i], k) = e;
+                s += e;
+            }
+        }
+    }
+    const float inv = 1.f / warp_sum(s);
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+        const int j = lane + i * 32;
+        if (j < nvec) {
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) lane_of(v[i], k) *= inv;
+            __stcs(yv + j, v[i]);
+        }
+    }
+}
+
+#define SOFTMAX_V4_WARP(VEC, ITEMS)                                                            \
+    extern "C" __global__ void __launch_bounds__(256) softmax_v4_warp_vec##VEC##_items##ITEMS( \
+        const float* __restrict__ x, float* __restrict__ y, int rows, int cols) {             \
+        const int64_t row = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;        \
+        if (row >= rows) return; /* whole warps leave together: shuffles stay full-mask */   \
+        softmax_row_in_warp<VEC, ITEMS>(x + row * cols, y + row * cols, cols);                 \
+    }
+
+SOFTMAX_V4_WARP(4, 1)
+SOFTMAX_V4_WARP(4, 2)
+SOFTMAX_V4_WARP(4, 4)
+SOFTMAX_V4_WARP(4, 8)
+SOFTMAX_V4_WARP(1, 4)
+SOFTMAX_V4_WARP(1, 8)
+SOFTMAX_V4_WARP(1, 16)
+SOFTMAX_V4_WARP(1, 32)
 
 // Rows longer than 256 threads x 16 float4 (16384 floats; 16384 scalars for odd widths) do not fit in registers: two passes
 // like v3, with 16-byte loads when the rows allow it (the second read mostly hits L2).

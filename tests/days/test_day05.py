@@ -23,7 +23,10 @@ def test_v4_kernel_choice():
     assert v4_kernel_name(8192) == "softmax_v4_vec4_items8"   # 2048 float4 over 256 threads
     assert v4_kernel_name(8193) == "softmax_v4_vec1_items64"  # odd width: scalar, 33 per thread
     assert v4_kernel_name(8192 + 4) == "softmax_v4_vec4_items16"
-    assert v4_kernel_name(4) == "softmax_v4_vec4_items1"
+    assert v4_kernel_name(4) == "softmax_v4_warp_vec4_items1"     # short rows: a warp each
+    assert v4_kernel_name(1024) == "softmax_v4_warp_vec4_items8"
+    assert v4_kernel_name(1023) == "softmax_v4_warp_vec1_items32"
+    assert v4_kernel_name(1028) == "softmax_v4_vec4_items2"
     assert v4_kernel_name(65536) == "softmax_v4_long_vec4"
     assert v4_kernel_name(100003) == "softmax_v3"
 

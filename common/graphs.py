@@ -1,0 +1,172 @@
+"""CUDA graphs for pycuda, through the driver API (ctypes on libcuda.so.1).
+
+pycuda wraps no stream capture, so this module calls the driver directly on pycuda's own
+stream handles. A graph records many launches once; replaying it costs one host call for
+all of them, and the GPU runs the nodes back to back.
+
+    from common.graphs import CudaGraph
+    stream = cuda.Stream()
+    with CudaGraph(stream, lambda: [fn.prepared_async_call(grid, block, stream, *args)
+                                    for _ in range(100)]) as g:
+        print(g.nodes)          # 100 kernel nodes
+        g.replay(10)            # 1000 kernels, 10 host calls
+        stream.synchronize()
+
+Rules of capture (the driver enforces them; a broken rule raises CudaDriverError):
+- everything enqueued must go to the capturing stream (prepared_async_call(..., stream, ...));
+  a launch on the legacy default stream (prepared_call, a plain call without stream=) or a
+  synchronous copy while capturing invalidates the capture;
+- no allocations or synchronisation inside the captured callable (global capture mode);
+- the launch arguments are frozen at capture: a replay reads and writes the same pointers
+  with the same scalars, so change the contents of buffers, not the buffers.
+
+Importing this module needs neither a GPU nor pycuda; libcuda is loaded on first use.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+
+CAPTURE_MODE_GLOBAL = 0        # CU_STREAM_CAPTURE_MODE_GLOBAL (the default of the runtime too)
+CAPTURE_MODE_THREAD_LOCAL = 1  # CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+CAPTURE_MODE_RELAXED = 2       # CU_STREAM_CAPTURE_MODE_RELAXED
+
+
+class CudaDriverError(RuntimeError):
+    """A driver call returned an error; the message names the call and the CUresult."""
+
+    def __init__(self, call: str, code: int, name: str = "", text: str = ""):
+        self.call, self.code, self.name, self.text = call, code, name, text
+        detail = f"{name} ({code})" if name else f"CUresult {code}"
+        super().__init__(f"{call} failed: {detail}" + (f": {text}" if text else ""))
+
+
+_VP = ctypes.c_void_p
+_SIGNATURES = {
+    # name: argtypes (every driver call returns CUresult, an int)
+    "cuStreamBeginCapture_v2": [_VP, ctypes.c_int],
+    "cuStreamEndCapture": [_VP, ctypes.POINTER(_VP)],
+    "cuStreamIsCapturing": [_VP, ctypes.POINTER(ctypes.c_int)],
+    "cuGraphGetNodes": [_VP, _VP, ctypes.POINTER(ctypes.c_size_t)],
+    "cuGraphInstantiateWithFlags": [ctypes.POINTER(_VP), _VP, ctypes.c_ulonglong],
+    "cuGraphLaunch": [_VP, _VP],
+    "cuGraphExecDestroy": [_VP],
+    "cuGraphDestroy": [_VP],
+    "cuGetErrorName": [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)],
+    "cuGetErrorString": [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)],
+}
+
+
+@functools.lru_cache(maxsize=None)
+def libcuda():
+    """The CUDA driver library with the signatures this module uses declared."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError as e:
+        raise OSError(f"the CUDA driver library libcuda.so.1 does not load: {e}") from None
+    for name, argtypes in _SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.argtypes = argtypes
+        fn.restype = ctypes.c_int
+    return lib
+
+
+def check(code: int, call: str, lib=None):
+    """Raise CudaDriverError if a driver call returned anything but CUDA_SUCCESS (0)."""
+    if code == 0:
+        return
+    lib = lib or libcuda()
+    name, text = ctypes.c_char_p(), ctypes.c_char_p()
+    try:
+        lib.cuGetErrorName(code, ctypes.byref(name))
+        lib.cuGetErrorString(code, ctypes.byref(text))
+    except Exception:  # the message must not hide the error
+        pass
+    raise CudaDriverError(call, code, (name.value or b"").decode(), (text.value or b"").decode())
+
+
+def stream_handle(stream) -> int:
+    """The CUstream of a pycuda Stream (or an int handle); None is the legacy default stream, 0."""
+    if stream is None:
+        return 0
+    if isinstance(stream, int):
+        return stream
+    return int(stream.handle)
+
+
+class CudaGraph:
+    """A graph captured from what `enqueue()` launches on `stream`, ready to replay.
+
+    `enqueue` is called once, while the stream is in capture mode: nothing runs then. The
+    captured graph is instantiated (checked and uploaded) once; `launch()` replays it.
+    """
+
+    def __init__(self, stream, enqueue, mode: int = CAPTURE_MODE_GLOBAL, lib=None):
+        self._lib = lib or libcuda()
+        self._graph = _VP()
+        self._exec = _VP()
+        self.stream = stream
+        h = stream_handle(stream)
+        if h == 0:
+            raise ValueError("capture needs a created stream (pycuda.driver.Stream()), "
+                             "not the legacy default stream")
+        check(self._lib.cuStreamBeginCapture_v2(_VP(h), mode), "cuStreamBeginCapture_v2", self._lib)
+        try:
+            enqueue()
+        except BaseException:
+            # end the capture so the stream is usable again, drop the partial graph, re-raise
+            g = _VP()
+            self._lib.cuStreamEndCapture(_VP(h), ctypes.byref(g))
+            if g.value:
+                self._lib.cuGraphDestroy(g)
+            raise
+        check(self._lib.cuStreamEndCapture(_VP(h), ctypes.byref(self._graph)),
+              "cuStreamEndCapture (was something enqueued outside the capturing stream?)",
+              self._lib)
+        n = ctypes.c_size_t(0)
+        check(self._lib.cuGraphGetNodes(self._graph, None, ctypes.byref(n)), "cuGraphGetNodes",
+              self._lib)
+        self.nodes = int(n.value)
+        check(self._lib.cuGraphInstantiateWithFlags(ctypes.byref(self._exec), self._graph, 0),
+              "cuGraphInstantiateWithFlags", self._lib)
+
+    def launch(self, stream=None):
+        """Enqueue one replay of the whole graph (on the capture stream unless told)."""
+        if not self._exec.value:
+            raise RuntimeError("this graph was closed")
+        s = self.stream if stream is None else stream
+        check(self._lib.cuGraphLaunch(self._exec, _VP(stream_handle(s))), "cuGraphLaunch", self._lib)
+
+    def replay(self, times: int = 1, stream=None):
+        for _ in range(times):
+            self.launch(stream)
+
+    def close(self):
+        """Free the executable graph and the graph (idempotent)."""
+        if self._exec.value:
+            check(self._lib.cuGraphExecDestroy(self._exec), "cuGraphExecDestroy", self._lib)
+            self._exec = _VP()
+        if self._graph.value:
+            check(self._lib.cuGraphDestroy(self._graph), "cuGraphDestroy", self._lib)
+            self._graph = _VP()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def is_capturing(stream) -> bool:
+    """Whether `stream` is in capture mode now (CU_STREAM_CAPTURE_STATUS_ACTIVE)."""
+    lib = libcuda()
+    status = ctypes.c_int(0)
+    check(lib.cuStreamIsCapturing(_VP(stream_handle(stream)), ctypes.byref(status)),
+          "cuStreamIsCapturing", lib)
+    return status.value == 1

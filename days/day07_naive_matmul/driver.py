@@ -1,0 +1,109 @@
+"""Day 7 driver: naive matmul (one thread per output), two thread mappings, and cuBLAS.
+
+    from days.day07_naive_matmul.driver import matmul
+    c = matmul(a, b, version="v2")        # numpy in, numpy out (float32)
+
+Sizes are MxKxN: C[M, N] = A[M, K] @ B[K, N]. Day 8 imports make_case, validate_size and
+baselines from here (the same problem, the same checks, the same library to beat).
+"""
+import numpy as np
+
+from common import harness as H
+
+from . import reference
+
+K = H.Kernels(__file__)
+BLOCK = (32, 8, 1)    # 256 threads; x is the warp (fast) dimension
+MAX_GRID_Y = 65535    # gridDim.y is limited to 65535 blocks
+
+VERSIONS = {
+    "v1": "threadIdx.x along rows of C (uncoalesced)",
+    "v2": "threadIdx.x along columns of C (coalesced)",
+}
+SIZE_HELP = "MxKxN for C[M,N] = A[M,K] @ B[K,N], e.g. 2048x2048x2048"
+SIZES = {"small": (64, 48, 80), "default": (2048, 2048, 2048), "large": (4096, 4096, 4096)}
+# 1x1x1; K = 1; prime and odd sizes that are multiples of no tile or warp; 1000x777x513
+# (the non-multiple case every version must get right); a long K with thin M and N
+CHECK_SIZES = [(1, 1, 1), (1, 1000, 1), (33, 31, 17), (17, 1, 33), (64, 64, 64),
+               (127, 129, 255), (1000, 777, 513), (3, 2049, 1031)]
+BENCH_SIZES = [(2048, 2048, 2048)]
+
+
+def validate_size(size, max_rows_cols=MAX_GRID_Y * BLOCK[1]):
+    """v1 puts N on grid.y and v2 puts M there, in blocks of 8 rows/columns."""
+    m, k, n = size
+    if m > max_rows_cols or n > max_rows_cols:
+        raise ValueError(f"M and N must be at most {max_rows_cols} "
+                         f"(gridDim.y <= {MAX_GRID_Y} blocks of {BLOCK[1]})")
+    if k > 2 ** 31 - 1:
+        raise ValueError("K must fit in a 32-bit int")
+
+
+def make_case(size, rng):
+    m, k, n = size
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    return H.Case(size, inputs={"a": a, "b": b}, outputs={"c": ((m, n), np.float32)},
+                  reference=lambda: {"c": reference.matmul(a, b)},
+                  bytes=a.nbytes + b.nbytes + 4 * m * n,  # A and B read once, C written once
+                  flops=reference.flops(m, k, n), unit="fp32")
+
+
+def launch(version, d):
+    m, k, n = d.size
+    bx, by, _ = BLOCK
+    if version == "v1":
+        grid = (H.cdiv(m, bx), H.cdiv(n, by), 1)    # x over rows of C
+    else:
+        grid = (H.cdiv(n, bx), H.cdiv(m, by), 1)    # x over columns of C
+    K(f"matmul_naive_{version}", "PPPiii").prepared_call(grid, BLOCK, d.a, d.b, d.c, m, n, k)
+
+
+class _OnDevice:
+    """What the cuBLAS baseline returns, so the runner checks its answer too: the runner reads a
+    baseline's output through .detach().cpu().numpy() (the torch spelling)."""
+
+    def __init__(self, gpuarray):
+        self.gpuarray = gpuarray
+
+    def detach(self):
+        return self
+
+    def cpu(self):
+        return self
+
+    def numpy(self):
+        return self.gpuarray.get()
+
+
+def baselines(d):
+    """cuBLAS SGEMM in true fp32 (default math mode: no TF32 tensor cores), into the same C."""
+    from common.baselines import sgemm
+
+    m, k, n = d.size
+    out = _OnDevice(d.array("c"))
+
+    def cublas():
+        sgemm(d.a, d.b, d.c, m, n, k)
+        return out
+
+    return {"cuBLAS sgemm": cublas}
+
+
+def run_matmul(launch_fn, a, b, version):
+    """Numpy in, numpy out for any day's launch(): checks the shapes, uploads, runs."""
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    b = np.ascontiguousarray(b, dtype=np.float32)
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"matmul needs A[M,K] and B[K,N], got {a.shape} and {b.shape}")
+    if 0 in a.shape or 0 in b.shape:
+        raise ValueError(f"empty matrices: {a.shape} @ {b.shape}")
+    (m, k), n = a.shape, b.shape[1]
+    validate_size((m, k, n))
+    case = H.Case((m, k, n), inputs={"a": a, "b": b}, outputs={"c": ((m, n), np.float32)})
+    return H.run(launch_fn, version, case)["c"]
+
+
+def matmul(a, b, version="v2"):
+    """C = A @ B on the GPU with one of this day's kernels (float32)."""
+    return run_matmul(launch, a, b, version)

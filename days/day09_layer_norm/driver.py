@@ -1,0 +1,236 @@
+"""Day 9 driver: LayerNorm forward, the llm.c ladder (five versions), checked against float64.
+
+    from days.day09_layer_norm.driver import layer_norm
+    out, mean, rstd = layer_norm(x, weight, bias, version="v5")   # numpy in, numpy out (float32)
+"""
+import numpy as np
+
+from common import harness as H
+from common.baselines import as_torch, torch_or_none
+
+from . import reference
+
+K = H.Kernels(__file__)
+EPS = reference.EPS
+
+VERSIONS = {
+    "v1": "one thread per row, 3 loops over the row",
+    "v2": "3 kernels: mean, rstd, normalize",
+    "v3": "one warp per row, shuffles, 3 loops",
+    "v4": "block per row, float4, row in registers",
+    "v5": "warp per row, float4, row in registers (C>2048: v4)",
+}
+SIZE_HELP = "ROWSxC (rows = B*T tokens, C channels), e.g. 8192x768"
+SIZES = {"small": (64, 768), "default": (8192, 768), "large": (8192, 8192)}
+# widths: 1 (var = 0), 33, 767, 1001, 8193 (scalar paths), 768/2048 (v5 float4, in registers),
+# 2052 (just past v5: v4), 1023/1025 (v5 scalar limit), 8192 (v4 float4), 20001 / 40000 (wider
+# than registers: the three-loop fallback, scalar / float4); rows 1, 5, 7, 17, 33, 1000, 1025.
+CHECK_SIZES = [(1, 1), (7, 33), (33, 767), (5, 1001), (3, 8193), (17, 768), (9, 2048),
+               (5, 2052), (6, 1023), (5, 1025), (4, 8192), (2, 20001), (3, 40000), (1000, 3),
+               (1025, 64), (1, 4)]
+BENCH_SIZES = [(8192, 768), (8192, 2048), (8192, 8192)]
+
+# Cases up to this many elements (every CHECK_SIZES entry and "small") carry stress rows
+# (offset by 1e4, constant, nearly constant...); larger ones are plain N(0, 1) activations, so
+# the benchmark compares with torch on the data LayerNorm usually sees.
+STRESS_MAX_ELEMENTS = 1 << 22
+
+V1_THREADS = 64     # v1: 8192 rows -> 128 blocks, one per SM
+BLOCK = 256         # v2 kernels; v3 and v5 as 8 warps (8 rows) per block
+V4_MAX_THREADS = 512
+V4_ITEMS = {4: (1, 2, 4, 8, 16), 1: (1, 2, 4, 8, 16, 32)}        # per VEC
+V5_ITEMS = {4: (1, 2, 4, 6, 8, 12, 16), 1: (1, 2, 4, 8, 16, 32)}
+
+
+def stress_rows(rng, n, c):
+    """Rows that break float32 statistics done the obvious way, by row index r % 6:
+    0: 1e4 + N(0,1)   1: N(0,1)   2: 3e3 + 0.5 N(0,1)   3: 100 + 10 N(0,1)
+    4: constant 2500.25 (var = 0: rstd = 1/sqrt(eps), out = bias)   5: 1e-3 N(0,1) (var < eps)"""
+    z = rng.standard_normal((n, c))
+    offset = np.array([1e4, 0.0, 3e3, 100.0, 2500.25, 0.0])
+    spread = np.array([1.0, 1.0, 0.5, 10.0, 0.0, 1e-3])
+    kind = np.arange(n) % 6
+    return (offset[kind, None] + spread[kind, None] * z).astype(np.float32)
+
+
+def make_case(size, rng, stress=None):
+    n, c = size
+    if stress is None:
+        stress = n * c <= STRESS_MAX_ELEMENTS
+    x = stress_rows(rng, n, c) if stress else rng.standard_normal((n, c)).astype(np.float32)
+    w = (1.0 + 0.1 * rng.standard_normal(c)).astype(np.float32)
+    b = (0.1 * rng.standard_normal(c)).astype(np.float32)
+
+    def ref():
+        out, mean, rstd = reference.layer_norm(x, w, b, EPS)
+        return {"out": out, "mean": mean, "rstd": rstd}
+
+    return H.Case(size, inputs={"x": x, "w": w, "b": b},
+                  outputs={"out": ((n, c), np.float32), "mean": ((n,), np.float32),
+                           "rstd": ((n,), np.float32)},  # "out" first: baselines compare it
+                  reference=ref, params={"eps": EPS},
+                  # read x, weight, bias once; write out, mean, rstd once
+                  bytes=2 * x.nbytes + 2 * w.nbytes + 2 * n * 4)
+
+
+def _vec(c):
+    return 4 if c % 4 == 0 else 1  # float4 needs every row 16-byte aligned
+
+
+def v4_config(c):
+    """(kernel, threads) for v4: the fewest register items per thread that fit the row in at
+    most 512 threads; rows wider than that take the three-loop kernel."""
+    vec = _vec(c)
+    nvec = c // vec
+    for items in V4_ITEMS[vec]:
+        threads = 32 * H.cdiv(H.cdiv(nvec, items), 32)
+        if threads <= V4_MAX_THREADS:
+            return f"layernorm_v4_vec{vec}_items{items}", threads
+    return f"layernorm_v4_long_vec{vec}", V4_MAX_THREADS
+
+
+def v5_config(c):
+    """(kernel, threads) for v5: a warp per row when the row fits 32 lanes' registers."""
+    vec = _vec(c)
+    per_lane = H.cdiv(c // vec, 32)
+    for items in V5_ITEMS[vec]:
+        if per_lane <= items:
+            return f"layernorm_v5_vec{vec}_items{items}", BLOCK
+    return v4_config(c)
+
+
+SIG = "PPPPPPiif"  # x, w, b, out, mean, rstd, N, C, eps
+
+
+def _scratch(d, name, n):
+    """A scratch GPU array kept with the DeviceCase (not an output: never checked)."""
+    if name not in d.arrays:
+        from pycuda import gpuarray
+
+        d.arrays[name] = gpuarray.empty(n, np.float32)
+    return d.arrays[name].gpudata
+
+
+def launch(version, d):
+    n, c = d.size
+    eps = np.float32(d.params.get("eps", EPS))
+    args = (d.x, d.w, d.b, d.out, d.mean, d.rstd, n, c, eps)
+    if version == "v1":
+        K("layernorm_v1", SIG).prepared_call((H.cdiv(n, V1_THREADS), 1, 1), (V1_THREADS, 1, 1),
+                                             *args)
+    elif version == "v2":
+        shift, corr = _scratch(d, "_v2_shift", n), _scratch(d, "_v2_corr", n)
+        K("layernorm_v2_mean", "PPii").prepared_call((n, 1, 1), (BLOCK, 1, 1), d.x, shift, n, c)
+        K("layernorm_v2_rstd", "PPPPPiif").prepared_call((n, 1, 1), (BLOCK, 1, 1), d.x, shift,
+                                                         corr, d.mean, d.rstd, n, c, eps)
+        K("layernorm_v2_normalize", "PPPPPPPii").prepared_call(
+            (H.cdiv(c, BLOCK), min(n, 65535), 1), (BLOCK, 1, 1),
+            d.x, d.w, d.b, shift, corr, d.rstd, d.out, n, c)
+    elif version == "v3":
+        K("layernorm_v3", SIG).prepared_call((H.cdiv(n, BLOCK // 32), 1, 1), (BLOCK, 1, 1), *args)
+    elif version in ("v4", "v5"):
+        name, threads = v4_config(c) if version == "v4" else v5_config(c)
+        if "_v5_" in name:  # warp per row: 8 rows per block
+            grid = H.cdiv(n, threads // 32)
+        else:               # block per row
+            grid = n
+        K(name, SIG).prepared_call((grid, 1, 1), (threads, 1, 1), *args)
+    else:
+        raise KeyError(version)
+
+
+def baselines(d):
+    torch = torch_or_none()
+    if torch is None:
+        return {}
+    n, c = d.size
+    x, w, b = (as_torch(d.array(k)) for k in ("x", "w", "b"))
+    F = torch.nn.functional
+    return {"torch layer_norm": lambda: F.layer_norm(x, (c,), w, b, EPS)}
+
+
+def layer_norm(x, weight, bias, eps=EPS, version="v5"):
+    """LayerNorm over the last axis of a 2-D float32 array on the GPU: (out, mean, rstd)."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if x.ndim != 2:
+        raise ValueError(f"layer_norm expects a 2-D array [rows, C], got shape {x.shape}")
+    n, c = x.shape
+    w = np.ascontiguousarray(weight, dtype=np.float32).ravel()
+    b = np.ascontiguousarray(bias, dtype=np.float32).ravel()
+    if w.shape != (c,) or b.shape != (c,):
+        raise ValueError(f"weight and bias must have {c} elements, got {w.shape} and {b.shape}")
+    case = H.Case(x.shape, inputs={"x": x, "w": w, "b": b},
+                  outputs={"out": ((n, c), np.float32), "mean": ((n,), np.float32),
+                           "rstd": ((n,), np.float32)}, params={"eps": eps})
+    r = H.run(launch, version, case)
+    return r["out"], r["mean"], r["rstd"]
+
+
+# --- the stability table ------------------------------------------------------------------
+
+DEMO_METHODS = {0: "one pass E[x^2]-E[x]^2", 1: "Welford + Chan merge", 2: "two-pass",
+                3: "corrected two-pass"}
+
+
+def demo_stats(x, weight, bias, method, eps=EPS):
+    """The demo kernel (not a version): row statistics computed by DEMO_METHODS[method]."""
+    from common.gpu import driver
+
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    n, c = x.shape
+    case = H.Case(x.shape, inputs={"x": x, "w": np.asarray(weight, np.float32),
+                                   "b": np.asarray(bias, np.float32)},
+                  outputs={"out": ((n, c), np.float32), "mean": ((n,), np.float32),
+                           "rstd": ((n,), np.float32)})
+    d = H.DeviceCase(case)
+    d.poison_outputs()
+    K("layernorm_demo_stats", SIG + "i").prepared_call(
+        (H.cdiv(n, BLOCK // 32), 1, 1), (BLOCK, 1, 1),
+        d.x, d.w, d.b, d.out, d.mean, d.rstd, n, c, np.float32(eps), method)
+    driver().Context.synchronize()
+    r = d.outputs()
+    return r["out"], r["mean"], r["rstd"]
+
+
+def stability_rows(rows=64, cols=768, offsets=(0.0, 1e2, 1e3, 1e4)):
+    """For rows offset by each value (unit spread): which methods meet the float32 tolerance."""
+    from common.check import compare_all
+
+    rng = np.random.default_rng(9)
+    w = (1.0 + 0.1 * rng.standard_normal(cols)).astype(np.float32)
+    b = (0.1 * rng.standard_normal(cols)).astype(np.float32)
+    z = rng.standard_normal((rows, cols))
+    methods = [(name, lambda x, m=m: demo_stats(x, w, b, m)) for m, name in DEMO_METHODS.items()]
+    methods.append(("v5 (this day's best)", lambda x: layer_norm(x, w, b, version="v5")))
+    torch = torch_or_none()
+    if torch is not None:
+        def torch_ln(x):
+            t = torch.nn.functional.layer_norm(torch.as_tensor(x, device="cuda"), (cols,),
+                                               torch.as_tensor(w, device="cuda"),
+                                               torch.as_tensor(b, device="cuda"), EPS)
+            return t.cpu().numpy(), None, None
+        methods.append(("torch layer_norm (out only)", torch_ln))
+
+    table = []
+    for name, fn in methods:
+        line = [name]
+        for off in offsets:
+            x = (off + z).astype(np.float32)
+            out, mean, rstd = reference.layer_norm(x, w, b, EPS)
+            got = fn(x)
+            refs = {"out": out, "mean": mean, "rstd": rstd}
+            outs = {"out": got[0], "mean": got[1], "rstd": got[2]}
+            keys = [k for k in refs if outs[k] is not None]
+            r = compare_all({k: outs[k] for k in keys}, {k: refs[k] for k in keys}, 1e-5)
+            line.append(f"ok ({r.rel_l2:.0e})" if r.ok else "FAIL " + r.message.split(":")[0]
+                        + (f" {r.rel_l2:.0e}" if np.isfinite(r.rel_l2) else " NaN"))
+        table.append(line)
+    return table, [f"offset {o:g}" for o in offsets]
+
+
+def extras(report, mode):
+    rows, heads = stability_rows()
+    report.section("row statistics in float32, rows = offset + N(0,1), 64x768 "
+                   "(ok = out, mean and rstd within the float32 tolerance 1e-5)",
+                   rows, ["method"] + heads)
+    report.record("stability", {"headers": ["method"] + heads, "rows": rows})

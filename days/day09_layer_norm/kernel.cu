@@ -1,0 +1,501 @@
+// Day 9: LayerNorm forward over the rows of x [N, C] (N = B*T tokens, C channels).
+//
+//   mean[r] = sum_j x[r,j] / C
+//   rstd[r] = 1 / sqrt(sum_j (x[r,j] - mean[r])^2 / C + eps)
+//   out[r,j] = (x[r,j] - mean[r]) * rstd[r] * weight[j] + bias[j]
+//
+// mean and rstd are outputs too (the backward pass needs them).
+//
+// Build on its own:  nvcc -arch=sm_90 -O3 -std=c++17 -cubin kernel.cu
+// Run:               python run_day.py 9
+//
+// Every version computes the statistics the same way, the CORRECTED TWO-PASS algorithm:
+//   m0  = sum(x) / C                                  (first pass; a float32, rounded)
+//   a   = sum(x - m0),  q = sum((x - m0)^2)           (second pass, one reduction of two sums)
+//   md  = a / C                                       (what m0 missed: the mean is m0 + md)
+//   var = q / C - md^2                                (md is tiny, so no cancellation)
+//   out = ((x - m0) - md) * rstd * w + b
+// A row offset by 1e4 with unit spread needs its mean to ~1e-5 absolute, i.e. ~30 bits: one
+// float32 has 24. Carrying the mean as two floats (m0, md) keeps out accurate. README.md and
+// layernorm_demo_stats below show what the naive one-pass, the plain two-pass and Welford do.
+//
+// Versions (the llm.c ladder):
+//   v1  one thread per row: three sequential loops over the row (sum; corrections; write).
+//       Adjacent threads read addresses C floats apart: nothing is coalesced.
+//   v2  three kernels, as a first port from PyTorch would have them: v2_mean (block per row),
+//       v2_rstd (block per row), v2_normalize (one thread per element). x is read three times
+//       and the mean travels between kernels through global memory as two floats (m0, md).
+//   v3  one warp per row: lanes read consecutive floats (coalesced), reductions are register
+//       shuffles with no shared memory and no barriers; still three loops over the row (the
+//       second and third hit L1/L2).
+//   v4  one block per row, the row read ONCE into registers with float4 loads (ITEMS float4 per
+//       thread, a template parameter so the array stays in registers), both passes run on
+//       registers, one write: 1 read + 1 write of x's size, the minimum. Rows wider than the
+//       registers hold (C > 512 threads x 16 float4) take a three-loop block kernel.
+//   v5  one warp per row with the row in registers (the same body as v4 with warp shuffles
+//       instead of block reductions): no __syncthreads at all and 8 rows per block, so many
+//       more rows are in flight per SM. For C <= 2048 (C % 4 == 0) or C <= 1024 (otherwise);
+//       wider rows use v4's kernel.
+#include <cstdint>
+
+// ---------------------------------------------------------------------------------------
+// Reductions
+// ---------------------------------------------------------------------------------------
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;  // a xor butterfly: every lane ends with the same (bitwise) sum
+}
+
+__device__ __forceinline__ float2 warp_sum2(float2 v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        v.x += __shfl_xor_sync(0xffffffffu, v.x, o);
+        v.y += __shfl_xor_sync(0xffffffffu, v.y, o);
+    }
+    return v;
+}
+
+// Sum over the block: warps reduce, lane 0 of each parks its sum in buf, every warp reduces
+// the parked sums. blockDim.x must be a multiple of 32. Every thread gets the result.
+__device__ __forceinline__ float block_sum(float v, float* buf) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    v = warp_sum(v);
+    if (lane == 0) buf[warp] = v;
+    __syncthreads();
+    v = warp_sum(lane < nwarps ? buf[lane] : 0.f);
+    __syncthreads();  // buf is reused by the next reduction
+    return v;
+}
+
+__device__ __forceinline__ float2 block_sum2(float2 v, float2* buf) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    v = warp_sum2(v);
+    if (lane == 0) buf[warp] = v;
+    __syncthreads();
+    v = warp_sum2(lane < nwarps ? buf[lane] : make_float2(0.f, 0.f));
+    __syncthreads();
+    return v;
+}
+
+// From the two sums of the second pass to (md, rstd). q/C - md^2 >= 0 in exact arithmetic;
+// the clamp only guards a constant row against a rounding-negative result.
+__device__ __forceinline__ void finish_stats(float a, float q, int C, float eps, float& md,
+                                             float& r) {
+    md = a / C;
+    const float var = fmaxf(q / C - md * md, 0.f);
+    r = 1.f / sqrtf(var + eps);
+}
+
+// ---------------------------------------------------------------------------------------
+// v1: one thread per row
+// ---------------------------------------------------------------------------------------
+extern "C" __global__ void layernorm_v1(const float* __restrict__ x, const float* __restrict__ w,
+                                        const float* __restrict__ b, float* __restrict__ out,
+                                        float* __restrict__ mean, float* __restrict__ rstd,
+                                        int N, int C, float eps) {
+    const int row = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= N) return;
+    const float* xr = x + (int64_t)row * C;
+    float* outr = out + (int64_t)row * C;
+
+    float s = 0.f;
+    for (int j = 0; j < C; ++j) s += xr[j];
+    const float m0 = s / C;
+
+    float a = 0.f, q = 0.f;
+    for (int j = 0; j < C; ++j) {
+        const float d = xr[j] - m0;
+        a += d;
+        q += d * d;
+    }
+    float md, r;
+    finish_stats(a, q, C, eps, md, r);
+
+    for (int j = 0; j < C; ++j) outr[j] = ((xr[j] - m0) - md) * r * w[j] + b[j];
+    mean[row] = m0 + md;
+    rstd[row] = r;
+}
+
+// ---------------------------------------------------------------------------------------
+// v2: three kernels. shift[] and corr[] are scratch arrays of N floats (m0 and md).
+// ---------------------------------------------------------------------------------------
+extern "C" __global__ void layernorm_v2_mean(const float* __restrict__ x,
+                                             float* __restrict__ shift, int N, int C) {
+    __shared__ float buf[32];
+    const float* xr = x + (int64_t)blockIdx.x * C;
+    float s = 0.f;
+    for (int j = threadIdx.x; j < C; j += blockDim.x) s += xr[j];
+    s = block_sum(s, buf);
+    if (threadIdx.x == 0) shift[blockIdx.x] = s / C;
+}
+
+extern "C" __global__ void layernorm_v2_rstd(const float* __restrict__ x,
+                                             const float* __restrict__ shift,
+                                             float* __restrict__ corr, float* __restrict__ mean,
+                                             float* __restrict__ rstd, int N, int C, float eps) {
+    __shared__ float2 buf[32];
+    const int row = blockIdx.x;
+    const float* xr = x + (int64_t)row * C;
+    const float m0 = shift[row];
+    float2 aq = make_float2(0.f, 0.f);
+    for (int j = threadIdx.x; j < C; j += blockDim.x) {
+        const float d = xr[j] - m0;
+        aq.x += d;
+        aq.y += d * d;
+    }
+    aq = block_sum2(aq, buf);
+    if (threadIdx.x == 0) {
+        float md, r;
+        finish_stats(aq.x, aq.y, C, eps, md, r);
+        corr[row] = md;
+        mean[row] = m0 + md;
+        rstd[row] = r;
+    }
+}
+
+// 2D grid: blockIdx.x covers columns, blockIdx.y walks rows (gridDim.y <= 65535, so a loop).
+// Each thread keeps its column's weight and bias in registers for all its rows.
+extern "C" __global__ void layernorm_v2_normalize(const float* __restrict__ x,
+                                                  const float* __restrict__ w,
+                                                  const float* __restrict__ b,
+                                                  const float* __restrict__ shift,
+                                                  const float* __restrict__ corr,
+                                                  const float* __restrict__ rstd,
+                                                  float* __restrict__ out, int N, int C) {
+    const int col = blockIdx.x * blockDim.x + threadIdx.x;
+    if (col >= C) return;
+    const float wc = w[col], bc = b[col];
+    for (int row = blockIdx.y; row < N; row += gridDim.y) {
+        const int64_t i = (int64_t)row * C + col;
+        out[i] = ((x[i] - shift[row]) - corr[row]) * rstd[row] * wc + bc;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// v3: one warp per row (blockDim.x / 32 rows per block)
+// ---------------------------------------------------------------------------------------
+extern "C" __global__ void layernorm_v3(const float* __restrict__ x, const float* __restrict__ w,
+                                        const float* __restrict__ b, float* __restrict__ out,
+                                        float* __restrict__ mean, float* __restrict__ rstd,
+                                        int N, int C, float eps) {
+    const int lane = threadIdx.x & 31;
+    const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (row >= N) return;  // the whole warp leaves together: shuffles below stay full-warp
+    const float* xr = x + (int64_t)row * C;
+    float* outr = out + (int64_t)row * C;
+
+    float s = 0.f;
+    for (int j = lane; j < C; j += 32) s += xr[j];
+    const float m0 = warp_sum(s) / C;
+
+    float2 aq = make_float2(0.f, 0.f);
+    for (int j = lane; j < C; j += 32) {
+        const float d = xr[j] - m0;
+        aq.x += d;
+        aq.y += d * d;
+    }
+    aq = warp_sum2(aq);
+    float md, r;
+    finish_stats(aq.x, aq.y, C, eps, md, r);
+
+    for (int j = lane; j < C; j += 32) outr[j] = ((xr[j] - m0) - md) * r * w[j] + b[j];
+    if (lane == 0) {
+        mean[row] = m0 + md;
+        rstd[row] = r;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// v4 and v5: the row in registers. One body, two ways to share a row:
+//   WARP = false: a block per row (v4), stride blockDim.x, block reductions
+//   WARP = true:  a warp per row (v5), stride 32, shuffle reductions, no shared memory
+// Thread t holds the VEC-float vectors t, t + stride, t + 2 stride, ... (ITEMS of them), so
+// each load instruction of a warp reads 32 consecutive vectors (coalesced). VEC = 4 needs
+// C % 4 == 0 (then every row starts 16-byte aligned); VEC = 1 takes any C.
+// ---------------------------------------------------------------------------------------
+template <int VEC>
+__device__ __forceinline__ void load_stream(const float* p, float (&v)[VEC]) {
+    if constexpr (VEC == 4) {
+        const float4 t = __ldcs(reinterpret_cast<const float4*>(p));  // read once: evict first
+        v[0] = t.x; v[1] = t.y; v[2] = t.z; v[3] = t.w;
+    } else {
+        v[0] = __ldcs(p);
+    }
+}
+
+template <int VEC>
+__device__ __forceinline__ void load_cached(const float* p, float (&v)[VEC]) {
+    if constexpr (VEC == 4) {
+        const float4 t = __ldg(reinterpret_cast<const float4*>(p));  // weight/bias: every row
+        v[0] = t.x; v[1] = t.y; v[2] = t.z; v[3] = t.w;
+    } else {
+        v[0] = __ldg(p);
+    }
+}
+
+template <int VEC>
+__device__ __forceinline__ void store_stream(float* p, const float (&v)[VEC]) {
+    if constexpr (VEC == 4) {
+        __stcs(reinterpret_cast<float4*>(p), make_float4(v[0], v[1], v[2], v[3]));
+    } else {
+        __stcs(p, v[0]);
+    }
+}
+
+template <int VEC, int ITEMS, bool WARP>
+__device__ __forceinline__ void layernorm_row_in_registers(
+    const float* __restrict__ xr, const float* __restrict__ w, const float* __restrict__ b,
+    float* __restrict__ outr, float* __restrict__ mean_out, float* __restrict__ rstd_out, int C,
+    float eps) {
+    __shared__ float buf[32];
+    __shared__ float2 buf2[32];
+    const int t = WARP ? (threadIdx.x & 31) : threadIdx.x;
+    const int stride = WARP ? 32 : blockDim.x;
+    const int nvec = C / VEC;
+
+    float v[ITEMS][VEC];
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+        const int j = t + i * stride;
+        if (j < nvec) {
+            load_stream<VEC>(xr + j * VEC, v[i]);
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) s += v[i][k];
+        }
+    }
+    if constexpr (WARP) s = warp_sum(s);
+    else s = block_sum(s, buf);
+    const float m0 = s / C;
+
+    float2 aq = make_float2(0.f, 0.f);
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+        const int j = t + i * stride;
+        if (j < nvec) {
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) {
+                v[i][k] -= m0;  // keep x - m0 (exact when x is close to m0)
+                aq.x += v[i][k];
+                aq.y += v[i][k] * v[i][k];
+            }
+        }
+    }
+    if constexpr (WARP) aq = warp_sum2(aq);
+    else aq = block_sum2(aq, buf2);
+    float md, r;
+    finish_stats(aq.x, aq.y, C, eps, md, r);
+
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+        const int j = t + i * stride;
+        if (j < nvec) {
+            float wv[VEC], bv[VEC], o[VEC];
+            load_cached<VEC>(w + j * VEC, wv);
+            load_cached<VEC>(b + j * VEC, bv);
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) o[k] = (v[i][k] - md) * r * wv[k] + bv[k];
+            store_stream<VEC>(outr + j * VEC, o);
+        }
+    }
+    if (t == 0) {
+        *mean_out = m0 + md;
+        *rstd_out = r;
+    }
+}
+
+#define LN_V4(VEC, ITEMS)                                                                      \
+    extern "C" __global__ void __launch_bounds__(512) layernorm_v4_vec##VEC##_items##ITEMS(   \
+        const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b, \
+        float* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd, int N,    \
+        int C, float eps) {                                                                    \
+        const int row = blockIdx.x;                                                            \
+        layernorm_row_in_registers<VEC, ITEMS, false>(x + (int64_t)row * C, w, b,              \
+                                                      out + (int64_t)row * C, mean + row,      \
+                                                      rstd + row, C, eps);                     \
+    }
+
+LN_V4(4, 1)
+LN_V4(4, 2)
+LN_V4(4, 4)
+LN_V4(4, 8)
+LN_V4(4, 16)
+LN_V4(1, 1)
+LN_V4(1, 2)
+LN_V4(1, 4)
+LN_V4(1, 8)
+LN_V4(1, 16)
+LN_V4(1, 32)
+
+// v5: 8 warps per block, one row each.
+#define LN_V5(VEC, ITEMS)                                                                      \
+    extern "C" __global__ void __launch_bounds__(256) layernorm_v5_vec##VEC##_items##ITEMS(   \
+        const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b, \
+        float* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd, int N,    \
+        int C, float eps) {                                                                    \
+        const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);                   \
+        if (row >= N) return;                                                                  \
+        layernorm_row_in_registers<VEC, ITEMS, true>(x + (int64_t)row * C, w, b,               \
+                                                     out + (int64_t)row * C, mean + row,       \
+                                                     rstd + row, C, eps);                      \
+    }
+
+LN_V5(4, 1)
+LN_V5(4, 2)
+LN_V5(4, 4)
+LN_V5(4, 6)
+LN_V5(4, 8)
+LN_V5(4, 12)
+LN_V5(4, 16)
+LN_V5(1, 1)
+LN_V5(1, 2)
+LN_V5(1, 4)
+LN_V5(1, 8)
+LN_V5(1, 16)
+LN_V5(1, 32)
+
+// v4 for rows too wide for registers: block per row, three loops with VEC-wide loads (the
+// second and third reads of the row mostly hit L2: a block's row is at most a few hundred KB).
+template <int VEC>
+__device__ __forceinline__ void layernorm_row_three_loops(
+    const float* __restrict__ xr, const float* __restrict__ w, const float* __restrict__ b,
+    float* __restrict__ outr, float* __restrict__ mean_out, float* __restrict__ rstd_out, int C,
+    float eps) {
+    __shared__ float buf[32];
+    __shared__ float2 buf2[32];
+    const int nvec = C / VEC;
+    float s = 0.f;
+    for (int j = threadIdx.x; j < nvec; j += blockDim.x) {
+        float v[VEC];
+        load_cached<VEC>(xr + j * VEC, v);  // keep it: it is read twice more
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) s += v[k];
+    }
+    const float m0 = block_sum(s, buf) / C;
+
+    float2 aq = make_float2(0.f, 0.f);
+    for (int j = threadIdx.x; j < nvec; j += blockDim.x) {
+        float v[VEC];
+        load_cached<VEC>(xr + j * VEC, v);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+            const float d = v[k] - m0;
+            aq.x += d;
+            aq.y += d * d;
+        }
+    }
+    aq = block_sum2(aq, buf2);
+    float md, r;
+    finish_stats(aq.x, aq.y, C, eps, md, r);
+
+    for (int j = threadIdx.x; j < nvec; j += blockDim.x) {
+        float v[VEC], wv[VEC], bv[VEC], o[VEC];
+        load_stream<VEC>(xr + j * VEC, v);  // last read
+        load_cached<VEC>(w + j * VEC, wv);
+        load_cached<VEC>(b + j * VEC, bv);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) o[k] = ((v[k] - m0) - md) * r * wv[k] + bv[k];
+        store_stream<VEC>(outr + j * VEC, o);
+    }
+    if (threadIdx.x == 0) {
+        *mean_out = m0 + md;
+        *rstd_out = r;
+    }
+}
+
+#define LN_V4_LONG(VEC)                                                                        \
+    extern "C" __global__ void __launch_bounds__(512) layernorm_v4_long_vec##VEC(             \
+        const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b, \
+        float* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd, int N,    \
+        int C, float eps) {                                                                    \
+        const int row = blockIdx.x;                                                            \
+        layernorm_row_three_loops<VEC>(x + (int64_t)row * C, w, b, out + (int64_t)row * C,    \
+                                       mean + row, rstd + row, C, eps);                        \
+    }
+
+LN_V4_LONG(4)
+LN_V4_LONG(1)
+
+// ---------------------------------------------------------------------------------------
+// Not a version: the ways to get a row's statistics wrong (or right), side by side, for the
+// stability table (driver.extras, tests/days/test_day09.py). One warp per row, scalar loads.
+//   method 0  one pass, var = E[x^2] - E[x]^2              (cancels catastrophically)
+//   method 1  Welford per lane, Chan's merge over shuffles (variance right, mean a float32)
+//   method 2  two-pass: mean, then E[(x - mean)^2]          (variance right, mean a float32)
+//   method 3  corrected two-pass, what every version does   (mean carried as two floats)
+// ---------------------------------------------------------------------------------------
+struct Welford {
+    float n, mean, m2;
+};
+
+__device__ __forceinline__ Welford welford_merge(Welford a, Welford b) {
+    const float n = a.n + b.n;
+    if (n == 0.f) return a;
+    const float delta = b.mean - a.mean;
+    const float fb = b.n / n;
+    return {n, a.mean + delta * fb, a.m2 + b.m2 + delta * delta * a.n * fb};
+}
+
+extern "C" __global__ void layernorm_demo_stats(const float* __restrict__ x,
+                                                const float* __restrict__ w,
+                                                const float* __restrict__ b,
+                                                float* __restrict__ out, float* __restrict__ mean,
+                                                float* __restrict__ rstd, int N, int C, float eps,
+                                                int method) {
+    const int lane = threadIdx.x & 31;
+    const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (row >= N) return;
+    const float* xr = x + (int64_t)row * C;
+    float* outr = out + (int64_t)row * C;
+    float m, md = 0.f, var;
+    if (method == 0) {
+        float2 sq = make_float2(0.f, 0.f);
+        for (int j = lane; j < C; j += 32) {
+            sq.x += xr[j];
+            sq.y += xr[j] * xr[j];
+        }
+        sq = warp_sum2(sq);
+        m = sq.x / C;
+        var = sq.y / C - m * m;  // may even come out negative: rstd = NaN
+    } else if (method == 1) {
+        Welford st{0.f, 0.f, 0.f};
+        for (int j = lane; j < C; j += 32) {
+            st.n += 1.f;
+            const float d = xr[j] - st.mean;
+            st.mean += d / st.n;
+            st.m2 += d * (xr[j] - st.mean);
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+            Welford other{__shfl_xor_sync(0xffffffffu, st.n, o),
+                          __shfl_xor_sync(0xffffffffu, st.mean, o),
+                          __shfl_xor_sync(0xffffffffu, st.m2, o)};
+            st = welford_merge(st, other);
+        }
+        m = __shfl_sync(0xffffffffu, st.mean, 0);  // the merge is not symmetric bit for bit:
+        var = __shfl_sync(0xffffffffu, st.m2, 0) / C;  // take lane 0's result everywhere
+    } else {
+        float s = 0.f;
+        for (int j = lane; j < C; j += 32) s += xr[j];
+        m = warp_sum(s) / C;
+        float2 aq = make_float2(0.f, 0.f);
+        for (int j = lane; j < C; j += 32) {
+            const float d = xr[j] - m;
+            aq.x += d;
+            aq.y += d * d;
+        }
+        aq = warp_sum2(aq);
+        if (method == 2) {
+            var = aq.y / C;
+        } else {
+            md = aq.x / C;
+            var = fmaxf(aq.y / C - md * md, 0.f);
+        }
+    }
+    const float r = rsqrtf(var + eps);
+    for (int j = lane; j < C; j += 32) outr[j] = ((xr[j] - m) - md) * r * w[j] + b[j];
+    if (lane == 0) {
+        mean[row] = m + md;
+        rstd[row] = r;
+    }
+}
