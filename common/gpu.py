@@ -106,6 +106,8 @@ def device_info() -> dict:
         "smem_per_block_optin": attr("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
         "smem_per_sm": attr("MAX_SHARED_MEMORY_PER_MULTIPROCESSOR"),
         "regs_per_block": attr("MAX_REGISTERS_PER_BLOCK"),
+        "regs_per_sm": attr("MAX_REGISTERS_PER_MULTIPROCESSOR"),
+        "max_blocks_per_sm": attr("MAX_BLOCKS_PER_MULTIPROCESSOR"),
         "max_threads_per_block": attr("MAX_THREADS_PER_BLOCK"),
         "max_threads_per_sm": attr("MAX_THREADS_PER_MULTIPROCESSOR"),
         "warp_size": attr("WARP_SIZE"),
@@ -118,6 +120,20 @@ def device_info() -> dict:
         "cuda_version": _fmt_version(cuda.get_version()[0] * 1000 + cuda.get_version()[1] * 10),
     }
     return info
+
+
+def blocks_per_sm(fn, threads: int, dynamic_smem: int = 0) -> int:
+    """How many blocks of kernel `fn` (a pycuda Function) fit on one SM at once, limited by
+    registers, threads, shared memory and the block slots, so a grid-stride kernel can be
+    launched as exactly one full wave: grid = SMs x blocks_per_sm(...)."""
+    info = device_info()
+    warps = -(-threads // 32)
+    regs_per_warp = -(-fn.num_regs * 32 // 256) * 256  # registers are allocated per warp, 256 at a time
+    by_regs = ((info["regs_per_sm"] or 65536) // max(regs_per_warp, 1)) // warps
+    by_threads = (info["max_threads_per_sm"] or 2048) // threads
+    smem = fn.shared_size_bytes + dynamic_smem
+    by_smem = (info["smem_per_sm"] or 228 * 1024) // (smem + 1024)  # 1 KB reserved per block
+    return max(1, min(by_regs, by_threads, by_smem, info["max_blocks_per_sm"] or 32))
 
 
 def _fmt_version(v: int) -> str:

@@ -89,6 +89,23 @@ class DeviceCase:
     def array(self, name):
         return self.arrays[name]
 
+    def scratch(self, name: str, shape, dtype=np.float32, zero: bool = False):
+        """A work buffer that lives as long as this DeviceCase (partials, flags, temporaries):
+        allocated on first use and grown if a later call asks for more; never poisoned or
+        checked. `zero=True` clears it when it is (re)allocated. Returns the device pointer."""
+        from pycuda import gpuarray
+
+        bufs = self.__dict__.setdefault("_scratch", {})
+        want = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        if name not in bufs or bufs[name].nbytes < want:
+            a = gpuarray.empty(shape, np.dtype(dtype))
+            if zero and a.nbytes:
+                from .gpu import driver
+
+                driver().memset_d8(a.gpudata, 0, a.nbytes)
+            bufs[name] = a
+        return bufs[name].gpudata
+
     def poison_outputs(self):
         """Fill every output with 0xFF bytes: NaN for floats, -1 for ints. Unwritten = fails."""
         from .gpu import driver
@@ -111,6 +128,7 @@ class Kernels:
         self.sm90a = sm90a
         self.options = options
         self._fns: dict = {}
+        self._smem_optin: dict = {}
 
     @property
     def module(self):
@@ -118,14 +136,22 @@ class Kernels:
 
         return load_module(self.path, sm90a=self.sm90a, options=self.options)
 
-    def __call__(self, name: str, signature: str | None = None):
+    def __call__(self, name: str, signature: str | None = None, dynamic_smem: int = 0):
+        """The kernel `name`, prepared with `signature`. A kernel that needs more than 48 KB of
+        dynamic shared memory must opt in first: pass the bytes as `dynamic_smem`."""
         key = (name, signature)
         if key not in self._fns:
             fn = self.module.get_function(name)
             if signature is not None:
                 fn.prepare(signature)
             self._fns[key] = fn
-        return self._fns[key]
+        fn = self._fns[key]
+        if dynamic_smem > 48 * 1024 and self._smem_optin.get(name, 0) < dynamic_smem:
+            from .gpu import driver
+
+            fn.set_attribute(driver().function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic_smem)
+            self._smem_optin[name] = dynamic_smem
+        return fn
 
 
 def cdiv(a: int, b: int) -> int:
@@ -188,13 +214,8 @@ def parse_size(drv, text: str) -> tuple:
         parts = text.lower().replace("*", "x").split("x")
         dims = []
         for p in parts:
-            p = p.strip()
             try:
-                if "^" in p:
-                    b, e = p.split("^")
-                    v = int(b) ** int(e)
-                else:
-                    v = int(p)
+                v = _dimension(p)
             except ValueError:
                 raise SizeError(f"cannot read size {text!r}: expected one of "
                                 f"{', '.join(drv.SIZES)} or {drv.SIZE_HELP}") from None
@@ -212,6 +233,21 @@ def parse_size(drv, text: str) -> tuple:
         except ValueError as e:
             raise SizeError(f"size {text!r}: {e}") from None
     return size
+
+
+def _dimension(text: str) -> int:
+    """'8192', '2^28', '2^28+3', '2^20-1' -> int (no other arithmetic)."""
+    import re
+
+    text = text.strip()
+    if not re.fullmatch(r"\d+(\^\d+)?([+-]\d+(\^\d+)?)*", text):
+        raise ValueError(text)
+    total = 0
+    for sign, term in re.findall(r"([+-]?)(\d+(?:\^\d+)?)", text):
+        b, _, e = term.partition("^")
+        v = int(b) ** int(e) if e else int(b)
+        total += -v if sign == "-" else v
+    return total
 
 
 def size_str(size) -> str:

@@ -123,25 +123,18 @@ def bench_size(drv, rep: Report, versions: list[str], size: tuple, *, timed: boo
 
     base_rows = []
     if timed and with_baselines and hasattr(drv, "baselines"):
-        for name, fn in (drv.baselines(d) or {}).items():
+        try:
+            libs = drv.baselines(d) or {}
+        except Exception as e:  # a missing or broken library must not stop the day
+            rep.say(f"  baselines not timed: {type(e).__name__}: {e}")
+            libs = {}
+        for name, fn in libs.items():
             try:
-                out = fn()
-                ok = None
-                if out is not None:
-                    host = out.detach().cpu().numpy() if hasattr(out, "detach") else np.asarray(out)
-                    key = next(iter(case.outputs))
-                    from .check import compare
-
-                    tol = case.tolerance()
-                    cr = compare(host.reshape(expected[key].shape), expected[key],
-                                 tol.get(key) if isinstance(tol, dict) else tol, name)
-                    ok = cr.ok
-                t = time_fn(fn)
-                b = {"name": name, "median_ms": t.median_ms, "min_ms": t.min_ms,
-                     "max_ms": t.max_ms, "ok": ok}
-                _add_rates(b, case, copy_bw, compute_tf)
+                b = _time_baseline(name, fn, case, expected, copy_bw, compute_tf)
                 base_rows.append(b)
-            except Exception as e:  # a missing or failing library must not stop the day
+                rep.say(f"  {name}: {fmt_ms(b['median_ms'])}"
+                        + ("" if b["ok"] is not False else f" (its output is WRONG: {b['message']})"))
+            except Exception as e:
                 rep.say(f"  baseline {name} not timed: {type(e).__name__}: {e}")
 
     if timed:
@@ -153,6 +146,38 @@ def bench_size(drv, rep: Report, versions: list[str], size: tuple, *, timed: boo
                       "rows": rows, "baseline": base_rows})
     _print_table(rep, rows, base_rows, case, copy_bw, compute_tf, compute_src, timed)
     del d
+
+
+def to_host(out) -> np.ndarray:
+    """A library's result on the host: torch tensors, CuPy/pycuda arrays (.get()), numpy."""
+    if hasattr(out, "detach"):
+        return out.detach().cpu().numpy()
+    if hasattr(out, "get") and not isinstance(out, dict):
+        return np.asarray(out.get())
+    return np.asarray(out)
+
+
+def _time_baseline(name, fn, case, expected, copy_bw, compute_tf) -> dict:
+    """Run a library call once and check what it returns (if anything) against the reference
+    output (the first output, or the one named `fn.output`), then time it."""
+    from .check import compare
+    from .timing import time_fn
+
+    out = fn()
+    ok, msg = None, ""
+    if out is not None:
+        key = getattr(fn, "output", None) or next(iter(case.outputs))
+        tol = case.tolerance()
+        cr = compare(to_host(out).reshape(np.shape(expected[key])), expected[key],
+                     tol.get(key) if isinstance(tol, dict) else tol, name)
+        ok, msg = cr.ok, cr.message
+    t = time_fn(fn)
+    b = {"name": name, "median_ms": t.median_ms, "min_ms": t.min_ms, "max_ms": t.max_ms,
+         "ok": ok}
+    if msg:
+        b["message"] = msg
+    _add_rates(b, case, copy_bw, compute_tf)
+    return b
 
 
 def _add_rates(row, case, copy_bw, compute_tf):

@@ -38,7 +38,7 @@ def test_unbuilt_day():
     assert rc == 2 and one_clear_line(err) and "not built" in err
 
 
-@pytest.mark.parametrize("size,msg", [("-3", "dimension"), ("0x4", "positive"), ("abc", "cannot read")])
+@pytest.mark.parametrize("size,msg", [("-3", "cannot read"), ("0x4", "positive"), ("7", "dimension"), ("abc", "cannot read")])
 def test_bad_size(size, msg):
     rc, out, err = run("5", "--size", size)
     assert rc == 2 and one_clear_line(err) and msg in err, err

@@ -73,12 +73,14 @@ class FakeDriver:
 
 
 @pytest.mark.parametrize("text,want", [("small", (4, 5)), ("8x9", (8, 9)), ("2^10x3", (1024, 3)),
+                                       ("2^28+3x2^4-1", (2 ** 28 + 3, 15)),
                                        (" 7 x 7 ", (7, 7))])
 def test_parse_size_good(text, want):
     assert H.parse_size(FakeDriver, text) == want
 
 
-@pytest.mark.parametrize("text,msg", [("-3", "dimension"), ("0x5", "positive"), ("ax5", "cannot read"),
+@pytest.mark.parametrize("text,msg", [("-3", "cannot read"), ("0x5", "positive"), ("ax5", "cannot read"),
+                                      ("2^3-8x5", "positive"), ("2**3x5", "cannot read"),
                                       ("5", "dimension"), ("5x2000", "at most 1000")])
 def test_parse_size_bad(text, msg):
     with pytest.raises(H.SizeError, match=msg):

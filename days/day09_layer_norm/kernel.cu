@@ -31,7 +31,8 @@
 //   v4  one block per row, the row read ONCE into registers with float4 loads (ITEMS float4 per
 //       thread, a template parameter so the array stays in registers), both passes run on
 //       registers, one write: 1 read + 1 write of x's size, the minimum. Rows wider than the
-//       registers hold (C > 512 threads x 16 float4) take a three-loop block kernel.
+//       registers hold (C > 512 threads x 8 float4 = 16384, or C > 8192 when C % 4 != 0)
+//       take a three-loop block kernel.
 //   v5  one warp per row with the row in registers (the same body as v4 with warp shuffles
 //       instead of block reductions): no __syncthreads at all and 8 rows per block, so many
 //       more rows are in flight per SM. For C <= 2048 (C % 4 == 0) or C <= 1024 (otherwise);
@@ -320,13 +321,11 @@ LN_V4(4, 1)
 LN_V4(4, 2)
 LN_V4(4, 4)
 LN_V4(4, 8)
-LN_V4(4, 16)
 LN_V4(1, 1)
 LN_V4(1, 2)
 LN_V4(1, 4)
 LN_V4(1, 8)
 LN_V4(1, 16)
-LN_V4(1, 32)
 
 // v5: 8 warps per block, one row each.
 #define LN_V5(VEC, ITEMS)                                                                      \

@@ -17,9 +17,12 @@ def layer_norm(x, weight, bias, eps=EPS):
     b = np.asarray(bias, dtype=np.float64)
     mean = x.mean(axis=-1)
     d = x - mean[:, None]
-    var = (d * d).mean(axis=-1)
+    var = np.einsum("ij,ij->i", d, d) / x.shape[-1]  # = mean of d^2, without a temporary
     rstd = 1.0 / np.sqrt(var + eps)
-    return d * rstd[:, None] * w + b, mean, rstd
+    d *= rstd[:, None]  # in place: the benchmark sizes are 512 MB in float64
+    d *= w
+    d += b
+    return d, mean, rstd
 
 
 # --- float32 emulations -----------------------------------------------------------------------
