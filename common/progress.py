@@ -144,6 +144,10 @@ def results_block(rec: dict | None) -> str:
         out += ["", f"**{'x'.join(map(str, c['size']))}** (ceiling {ceil_txt})", "",
                 table(table_rows, ["version", "what", "ms", "TFLOP/s" if tf else "GB/s",
                                    "% of ceiling", "vs v1", "vs library", "ok"])]
+    esc = lambda c: str(c).replace("|", "\\|")  # a | inside a cell would split the column
+    for sec in rec.get("sections", []):
+        out += ["", f"**{sec['title']}**", "",
+                table([[esc(c) for c in r] for r in sec["rows"]], [esc(h) for h in sec["headers"]])]
     return "\n".join(out)
 
 

@@ -56,7 +56,8 @@ def save(report, mode: str) -> Path:
     record = {"day": report.day, "slug": DAYS[report.day].slug, "title": DAYS[report.day].title,
               "date": today(), "commit": git_commit(), "mode": mode, **environment(),
               "all_ok": not report.failures, "failures": report.failures,
-              "checks": report.checks, "cases": report.cases, "extra": report.extra}
+              "checks": report.checks, "cases": report.cases, "sections": report.sections,
+              "extra": report.extra}
     path = RESULTS / f"day{report.day:02d}.json"
     path.write_text(json.dumps(record, indent=1, default=_jsonable) + "\n")
     return path

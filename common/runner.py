@@ -29,14 +29,18 @@ class Report:
         self.cases: list[dict] = []
         self.checks: list[dict] = []
         self.extra: dict = {}
+        self.sections: list[dict] = []  # the day's own tables (extras), kept for the README
         self.failures: list[str] = []
 
     def say(self, text: str = ""):
         print(text, file=self.stream, flush=True)
 
     def section(self, title: str, rows: list[list], headers: list[str]):
+        """Print a day-specific table; --save keeps it and the README shows it."""
         self.say(f"\n{title}")
         self.say(table(rows, headers))
+        self.sections.append({"title": title, "headers": list(headers),
+                              "rows": [[str(c) for c in r] for r in rows]})
 
     def record(self, key: str, value):
         self.extra[key] = value

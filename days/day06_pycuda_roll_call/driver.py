@@ -14,19 +14,18 @@ import numpy as np
 
 from common import harness as H
 from common.baselines import as_torch, cupy_or_none, torch_or_none
-from common.gpu import device_info, driver, flush_printf
+from common.gpu import blocks_per_sm, device_info, driver, flush_printf
 
 from . import reference
 
 K = H.Kernels(__file__)
 THREADS = 256
-BLOCKS_PER_SM = 8  # 8 x 256 = 2048 threads: a full Hopper SM
 ALPHA = 2.5
 SIGNATURE = "PPPfq"  # x, ids, y (pointers), alpha (float32), n (int64)
 
 VERSIONS = {
     "v1": "plain call fn(...), one element per thread",
-    "v2": "prepared call, grid-stride loop (SMs x 8 blocks)",
+    "v2": "prepared call, grid-stride loop, one full wave of blocks",
     "v3": "prepared call, grid-stride, 16-byte float4/int4 stores",
 }
 SIZE_HELP = "N elements, e.g. 2^26 (at most 2^31 - 1: ids are int32)"
@@ -55,13 +54,14 @@ def make_case(size, rng, alpha=ALPHA):
                   bytes=3 * 4 * n)  # read x, write ids and y
 
 
-def grid_for(version: str, n: int, sms: int) -> int:
+def grid_for(version: str, n: int, wave: int) -> int:
     """Blocks of THREADS threads for a version: v1 covers n with one thread each; v2 and v3
-    launch a fixed grid that fills the GPU (no larger than the work) and loop."""
+    launch one full wave (`wave` = SMs x the blocks of this kernel that fit on one SM at
+    once, 8 x 256 threads on Hopper), no larger than the work, and loop."""
     if version == "v1":
         return max(1, H.cdiv(n, THREADS))
     work = n // 4 if version == "v3" else n  # v3: whole float4 groups (threads 0-2 take the tail)
-    return max(1, min(sms * BLOCKS_PER_SM, H.cdiv(work, THREADS)))
+    return max(1, min(wave, H.cdiv(work, THREADS)))
 
 
 def launch_on_pointers(version, x, ids, y, n, alpha=ALPHA):
@@ -71,19 +71,21 @@ def launch_on_pointers(version, x, ids, y, n, alpha=ALPHA):
     x, ids, y = int(x), int(ids), int(y)
     if n == 0:
         return
-    grid = (grid_for(version, n, device_info()["sms"]), 1, 1)
     block = (THREADS, 1, 1)
     if version == "v1":
+        grid = (grid_for(version, n, 0), 1, 1)
         # A plain call: pycuda looks at each argument to pack it. Pointers must be np.uintp
         # (a bare int is refused), scalars sized numpy numbers (np.float32, np.int64).
         K("roll_call_v1")(np.uintp(x), np.uintp(ids), np.uintp(y), np.float32(alpha),
-                          np.int64(n), block=block, grid=grid[:2])
+                          np.int64(n), block=block, grid=grid)
         return
     if version == "v3" and (x | ids | y) % 16:
         raise ValueError("v3 needs 16-byte aligned pointers (float4 / int4 accesses); "
                          f"got x={x:#x} ids={ids:#x} y={y:#x}")
     # A prepared call: the argument types were given once ("PPPfq"), so the call only packs.
-    K(f"roll_call_{version}", SIGNATURE).prepared_call(grid, block, x, ids, y, alpha, n)
+    fn = K(f"roll_call_{version}", SIGNATURE)
+    grid = (grid_for(version, n, device_info()["sms"] * blocks_per_sm(fn, THREADS)), 1, 1)
+    fn.prepared_call(grid, block, x, ids, y, alpha, n)
 
 
 def launch(version, d):
@@ -97,7 +99,12 @@ def baselines(d):
     alpha = np.float32(d.params["alpha"])
     x, ids, y = d.array("x"), d.array("ids"), d.array("y")
     ek = _elementwise_kernel()
-    out = {"pycuda ElementwiseKernel": lambda: ek(x, ids, y, alpha)}  # returns None: not checked
+
+    def elementwise():
+        ek(x, ids, y, alpha)
+        return ids  # checked exactly against the reference's ids
+
+    out = {"pycuda ElementwiseKernel": elementwise}
     torch = torch_or_none()
     if torch is not None:
         xt, it, yt = as_torch(x), as_torch(ids), as_torch(y)
@@ -105,8 +112,9 @@ def baselines(d):
         def torch_roll_call():
             torch.arange(n, out=it)
             torch.mul(xt, float(alpha), out=yt)
-            return it
+            return yt
 
+        torch_roll_call.output = "y"  # the runner checks this output against the reference
         out["torch.arange + torch.mul"] = torch_roll_call
     return out
 
@@ -255,9 +263,9 @@ def launch_overhead(launches: int = 2000, graph_nodes: int = 100, repeats: int =
         rows[name] = us / per_call
 
     measure("plain call fn(...), same arguments",
-            lambda i: plain(np.uintp(ptr), a, one, block=block, grid=grid[:2]))
+            lambda i: plain(np.uintp(ptr), a, one, block=block, grid=grid))
     measure("plain call fn(...), a new scalar each call",
-            lambda i: plain(np.uintp(ptr), np.float32(i), one, block=block, grid=grid[:2]))
+            lambda i: plain(np.uintp(ptr), np.float32(i), one, block=block, grid=grid))
     measure("prepared_call", lambda i: probe.prepared_call(grid, block, ptr, 1.0, 1))
     measure("prepared_async_call on a stream",
             lambda i: probe.prepared_async_call(grid, block, stream, ptr, 1.0, 1), sync=stream.synchronize)

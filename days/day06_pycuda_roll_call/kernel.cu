@@ -12,7 +12,7 @@
 // Versions (the same arithmetic; they differ in how the grid covers the array and in how
 // driver.py launches them):
 //   v1  one element per thread, ceil(n / 256) blocks; launched with a plain call fn(...)
-//   v2  grid-stride loop over a grid sized to the GPU (SMs x 8 blocks); prepared call
+//   v2  grid-stride loop over one full wave of blocks (SMs x 8 on Hopper); prepared call
 //   v3  grid-stride over 4-element groups: 16-byte loads and stores (float4 / int4),
 //       streaming cache hints; the n % 4 tail by the first threads; prepared call
 // Helpers (not versions):

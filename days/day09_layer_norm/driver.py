@@ -6,6 +6,7 @@
 import numpy as np
 
 from common import harness as H
+from common.gpu import blocks_per_sm, device_info
 from common.baselines import as_torch, torch_or_none
 
 from . import reference
@@ -19,6 +20,7 @@ VERSIONS = {
     "v3": "one warp per row, shuffles, 3 loops",
     "v4": "block per row, float4, row in registers",
     "v5": "warp per row, float4, row in registers (C>2048: v4)",
+    "v6": "v5 persistent, next row prefetched (C>1024: v5)",
 }
 SIZE_HELP = "ROWSxC (rows = B*T tokens, C channels), e.g. 8192x768"
 SIZES = {"small": (64, 768), "default": (8192, 768), "large": (8192, 8192)}
@@ -100,6 +102,19 @@ def v5_config(c):
     return v4_config(c)
 
 
+V6_ITEMS = (1, 2, 4, 6, 8)  # float4 per lane: rows up to 1024 floats
+
+
+def v6_config(c):
+    """(kernel, threads) for v6: persistent warps for C <= 1024 with C % 4 == 0, else v5."""
+    if c % 4 == 0:
+        per_lane = H.cdiv(c // 4, 32)
+        for items in V6_ITEMS:
+            if per_lane <= items:
+                return f"layernorm_v6_items{items}", BLOCK
+    return v5_config(c)
+
+
 SIG = "PPPPPPiif"  # x, w, b, out, mean, rstd, N, C, eps
 
 
@@ -120,9 +135,12 @@ def launch(version, d):
             d.x, d.w, d.b, shift, corr, d.rstd, d.out, n, c)
     elif version == "v3":
         K("layernorm_v3", SIG).prepared_call((H.cdiv(n, BLOCK // 32), 1, 1), (BLOCK, 1, 1), *args)
-    elif version in ("v4", "v5"):
-        name, threads = v4_config(c) if version == "v4" else v5_config(c)
-        if "_v5_" in name:  # warp per row: 8 rows per block
+    elif version in ("v4", "v5", "v6"):
+        name, threads = {"v4": v4_config, "v5": v5_config, "v6": v6_config}[version](c)
+        if "_v6_" in name:  # persistent: one full wave of blocks, no more than the rows need
+            fn = K(name, SIG)
+            grid = min(device_info()["sms"] * blocks_per_sm(fn, threads), H.cdiv(n, threads // 32))
+        elif "_v5_" in name:  # warp per row: 8 rows per block
             grid = H.cdiv(n, threads // 32)
         else:               # block per row
             grid = n

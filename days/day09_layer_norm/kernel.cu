@@ -37,6 +37,12 @@
 //       instead of block reductions): no __syncthreads at all and 8 rows per block, so many
 //       more rows are in flight per SM. For C <= 2048 (C % 4 == 0) or C <= 1024 (otherwise);
 //       wider rows use v4's kernel.
+//   v6  v5 made persistent and pipelined, for rows of C <= 1024 (C % 4 == 0; others take v5):
+//       a grid of exactly one wave, each warp walks rows `stride` apart and loads its NEXT row
+//       into a second register array before it reduces and writes the current one. In v5 all
+//       8192 rows of an 8192 x 768 input fit in one wave, so every warp reads, then every warp
+//       writes: reads and writes never overlap. Here they do, and weight and bias are loaded
+//       into registers once per warp instead of once per row.
 #include <cstdint>
 
 // ---------------------------------------------------------------------------------------
@@ -498,3 +504,99 @@ extern "C" __global__ void layernorm_demo_stats(const float* __restrict__ x,
         rstd[row] = r;
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// v6: persistent warps, the next row in flight while the current one is normalized.
+// ---------------------------------------------------------------------------------------
+template <int ITEMS>
+__device__ __forceinline__ void load_row4(const float* __restrict__ xr, int nvec, int lane,
+                                          float4 (&v)[ITEMS]) {
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+        const int j = lane + 32 * i;
+        if (j < nvec) v[i] = __ldcs(reinterpret_cast<const float4*>(xr) + j);
+    }
+}
+
+template <int ITEMS>
+__device__ __forceinline__ void normalize_row4(float4 (&v)[ITEMS], const float4 (&wv)[ITEMS],
+                                               const float4 (&bv)[ITEMS], float* __restrict__ outr,
+                                               float* __restrict__ mean_out,
+                                               float* __restrict__ rstd_out, int C, int nvec,
+                                               int lane, float eps) {
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i)
+        if (lane + 32 * i < nvec) s += (v[i].x + v[i].y) + (v[i].z + v[i].w);
+    const float m0 = warp_sum(s) / C;
+
+    float2 aq = make_float2(0.f, 0.f);
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+        if (lane + 32 * i < nvec) {
+            v[i].x -= m0; v[i].y -= m0; v[i].z -= m0; v[i].w -= m0;
+            aq.x += (v[i].x + v[i].y) + (v[i].z + v[i].w);
+            aq.y += (v[i].x * v[i].x + v[i].y * v[i].y) + (v[i].z * v[i].z + v[i].w * v[i].w);
+        }
+    }
+    aq = warp_sum2(aq);
+    float md, r;
+    finish_stats(aq.x, aq.y, C, eps, md, r);
+
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+        const int j = lane + 32 * i;
+        if (j < nvec) {
+            float4 o;
+            o.x = (v[i].x - md) * r * wv[i].x + bv[i].x;
+            o.y = (v[i].y - md) * r * wv[i].y + bv[i].y;
+            o.z = (v[i].z - md) * r * wv[i].z + bv[i].z;
+            o.w = (v[i].w - md) * r * wv[i].w + bv[i].w;
+            __stcs(reinterpret_cast<float4*>(outr) + j, o);
+        }
+    }
+    if (lane == 0) {
+        *mean_out = m0 + md;
+        *rstd_out = r;
+    }
+}
+
+// Two register arrays, a and b, take turns: while one row is reduced and written from one,
+// the loads of the next row into the other are already on their way.
+#define LN_V6(ITEMS)                                                                            \
+    extern "C" __global__ void __launch_bounds__(256) layernorm_v6_items##ITEMS(               \
+        const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b,  \
+        float* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd, int N,     \
+        int C, float eps) {                                                                     \
+        const int lane = threadIdx.x & 31;                                                      \
+        const int nvec = C / 4;                                                                 \
+        const int stride = gridDim.x * (blockDim.x >> 5);                                       \
+        int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);                          \
+        float4 wv[ITEMS], bv[ITEMS], a[ITEMS], bb[ITEMS];                                       \
+        _Pragma("unroll") for (int i = 0; i < ITEMS; ++i) {                                     \
+            const int j = lane + 32 * i;                                                        \
+            if (j < nvec) {                                                                     \
+                wv[i] = __ldg(reinterpret_cast<const float4*>(w) + j);                          \
+                bv[i] = __ldg(reinterpret_cast<const float4*>(b) + j);                          \
+            }                                                                                   \
+        }                                                                                       \
+        if (row < N) load_row4<ITEMS>(x + (int64_t)row * C, nvec, lane, a);                     \
+        while (row < N) {                                                                       \
+            const int r1 = row + stride;                                                        \
+            if (r1 < N) load_row4<ITEMS>(x + (int64_t)r1 * C, nvec, lane, bb);                  \
+            normalize_row4<ITEMS>(a, wv, bv, out + (int64_t)row * C, mean + row, rstd + row, C, \
+                                  nvec, lane, eps);                                             \
+            if (r1 >= N) break;                                                                 \
+            const int r2 = r1 + stride;                                                         \
+            if (r2 < N) load_row4<ITEMS>(x + (int64_t)r2 * C, nvec, lane, a);                   \
+            normalize_row4<ITEMS>(bb, wv, bv, out + (int64_t)r1 * C, mean + r1, rstd + r1, C,   \
+                                  nvec, lane, eps);                                             \
+            row = r2;                                                                           \
+        }                                                                                       \
+    }
+
+LN_V6(1)
+LN_V6(2)
+LN_V6(4)
+LN_V6(6)
+LN_V6(8)

@@ -16,7 +16,7 @@ from . import reference
 K = H.Kernels(__file__)
 BLOCK_THREADS = 512                        # v1 and v2 (kernel.cu: V1_THREADS, V2_THREADS)
 PER_BLOCK = {"v1": 512, "v2": 1024}        # elements a block scans in v1 / v2
-T_THREADS, TILE = 256, 4096                # v3 and v4 tiles (kernel.cu: T_THREADS, TILE)
+T_THREADS, TILE = 256, 8192                # v3 and v4 tiles (kernel.cu: T_THREADS, TILE)
 
 VERSIONS = {
     "v1": "Hillis-Steele blocks, scan-then-propagate",
@@ -26,9 +26,9 @@ VERSIONS = {
 }
 SIZE_HELP = "N int32 values, e.g. 2^28+3"
 SIZES = {"small": (1000,), "default": (2 ** 28 + 3,), "large": (2 ** 30 + 3,)}
-# 1; around a warp; around v1's 512 and v2's 1024 blocks and the 4096 tile; three levels of
+# 1; around a warp; around v1's 512 and v2's 1024 blocks and the 8192 tile; three levels of
 # v1 (512^2 + 1) and v2 (1024^2 + 1); 1000003 = 245 tiles, so look-backs cross many windows
-CHECK_SIZES = [(1,), (31,), (33,), (511,), (513,), (1023,), (1025,), (4095,), (4097,),
+CHECK_SIZES = [(1,), (31,), (33,), (511,), (513,), (1023,), (1025,), (4095,), (4097,), (8191,), (8193,),
                (262145,), (1000003,), (1048577,), (2 ** 22 + 5,)]
 BENCH_SIZES = [(2 ** 20,), (2 ** 28 + 3,)]
 

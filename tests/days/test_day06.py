@@ -29,14 +29,15 @@ def test_answered_by_hand():
 def test_grids():
     from days.day06_pycuda_roll_call.driver import grid_for
 
-    assert grid_for("v1", 1, 132) == 1
-    assert grid_for("v1", 257, 132) == 2
-    assert grid_for("v1", 2 ** 26, 132) == 2 ** 18          # one thread per element
-    assert grid_for("v2", 2 ** 26, 132) == 132 * 8           # capped at a full GPU
-    assert grid_for("v2", 1000, 132) == 4                    # never more blocks than work
-    assert grid_for("v3", 1000, 132) == 1                    # 250 float4 groups: one block
-    assert grid_for("v3", 4 * 256 + 1, 132) == 1             # the tail needs no extra block
-    assert grid_for("v3", 3, 132) == 1                       # tail only
+    wave = 132 * 8                                           # an H100: 132 SMs x 8 blocks of 256
+    assert grid_for("v1", 1, wave) == 1
+    assert grid_for("v1", 257, wave) == 2
+    assert grid_for("v1", 2 ** 26, wave) == 2 ** 18          # one thread per element
+    assert grid_for("v2", 2 ** 26, wave) == wave             # capped at one full wave
+    assert grid_for("v2", 1000, wave) == 4                   # never more blocks than work
+    assert grid_for("v3", 1000, wave) == 1                   # 250 float4 groups: one block
+    assert grid_for("v3", 4 * 256 + 1, wave) == 1            # the tail needs no extra block
+    assert grid_for("v3", 3, wave) == 1                      # tail only
 
 
 def test_size_limit():

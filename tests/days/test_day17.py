@@ -35,8 +35,8 @@ def test_launch_plans():
     assert driver.levels(2 ** 28 + 3, 512) == [524289, 1025, 3, 1]
     assert driver.levels(2 ** 28 + 3, 1024) == [262145, 257, 1]
     assert driver.levels(1, 1024) == [1]
-    g, per = driver.segments(2 ** 28 + 3, 660)  # 65537 tiles of 4096
-    assert (g, per) == (656, 100) and (g - 1) * per < 65537 <= g * per
+    g, per = driver.segments(2 ** 28 + 3, 660)  # 32769 tiles of 8192
+    assert (g, per) == (656, 50) and (g - 1) * per < 32769 <= g * per
     assert driver.segments(1, 660) == (1, 1)
     rows = driver.traffic_rows(2 ** 28 + 3)
     assert [r[4] for r in rows] == ["2.00x", "2.00x", "1.50x", "1.00x"]
@@ -79,6 +79,6 @@ def test_v4_state_is_reset_between_launches_on_gpu(gpu):
     from days.day17_prefix_sum import driver
 
     rng = np.random.default_rng(4)
-    for n in (1_000_003, 5, 4096 * 40, 4097):  # tile counts 245, 1, 40, 2 back to back
+    for n in (1_000_003, 5, 8192 * 40, 8193):  # tile counts 123, 1, 40, 2 back to back
         x = rng.integers(-5, 5, n, dtype=np.int32)
         assert np.array_equal(driver.prefix_sum(x, version="v4"), reference.inclusive_scan(x)), n
