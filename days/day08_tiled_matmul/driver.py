@@ -57,3 +57,41 @@ def launch(version, d):
 def matmul(a, b, version="v7"):
     """C = A @ B on the GPU with one of this day's kernels (float32)."""
     return day07.run_matmul(launch, a, b, version)
+
+
+BEST = "v7"
+
+
+def versus_day07(size=(2048, 2048, 2048)):
+    """Time day 7's best naive kernel (v2) and this day's best on the same device case:
+    the curriculum's bar is best tile >= 3x day 7's best at 2048^3."""
+    import numpy as np
+
+    from common.timing import time_fn
+
+    case = make_case(size, np.random.default_rng(8))
+    d = H.DeviceCase(case)
+    out = {}
+    for name, fn in (("day07 v2", lambda: day07.launch("v2", d)),
+                     (f"day08 {BEST}", lambda: launch(BEST, d))):
+        r = H.check(lambda v, dd: fn(), name, case, d)
+        t = time_fn(fn)
+        out[name] = {"median_ms": t.median_ms, "tflops": case.flops / (t.median_ms * 1e-3) / 1e12,
+                     "ok": r.ok}
+    out["speedup"] = out["day07 v2"]["median_ms"] / out[f"day08 {BEST}"]["median_ms"]
+    return out
+
+
+def extras(report, mode):
+    if mode == "check":
+        return
+    size = (2048, 2048, 2048)
+    r = versus_day07(size)
+    rows = [[k, f"{v['median_ms']:.3f} ms", f"{v['tflops']:.1f}", "ok" if v["ok"] else "FAIL"]
+            for k, v in r.items() if k != "speedup"]
+    report.section(f"day 8's best vs day 7's best at {H.size_str(size)} (bar: >= 3x): "
+                   f"{r['speedup']:.1f}x", rows, ["kernel", "median", "TFLOP/s", "ok"])
+    report.record("versus_day07", r)
+    for k, v in r.items():
+        if k != "speedup" and not v["ok"]:
+            report.failures.append(f"{k} wrong at {H.size_str(size)} in the day 7 comparison")

@@ -14,12 +14,12 @@
 //   v1  8x8 tiles, one output per thread (64 threads a block)
 //   v2  16x16 tiles, one output per thread (256 threads)
 //   v3  32x32 tiles, one output per thread (1024 threads): each value loaded from global
-//       memory is used 32 times, but each FMA still needs two shared-memory loads
+//       memory is used 32 times, but each FMA still needs its own shared load of B
 //   v4  1-D register blocking: a 64x64 block tile, BK = 8, 512 threads, each thread computes
 //       8 outputs of one column; the B value is loaded once into a register and used 8 times
 //   v5  2-D register blocking: a 128x128 block tile, BK = 8, 256 threads, each thread computes
 //       an 8x8 patch of C as an outer product of 8 A values and 8 B values held in registers:
-//       16 shared loads feed 64 FMAs
+//       16 values loaded from shared memory feed 64 FMAs
 //   v6  v5 vectorized: 16-byte global loads, the A tile stored transposed (k-major) so the
 //       8 A values of a thread are two float4 shared loads, the thread's 8x8 patch split
 //       into four 4x4 quadrants 64 rows/columns apart (no shared-memory bank conflicts),
