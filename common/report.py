@@ -9,13 +9,20 @@ except ImportError:  # tabulate is a requirement; this keeps imports working bef
     _tabulate = None
 
 
-def table(rows: list[list], headers: list[str]) -> str:
-    if _tabulate is not None:
-        return _tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
+def md_table(rows: list[list], headers: list[str]) -> str:
+    """A markdown table, the same bytes on every machine (generated files use this, so they do
+    not depend on which tabulate version is installed)."""
     widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
     line = lambda r: "| " + " | ".join(str(x).ljust(w) for x, w in zip(r, widths)) + " |"
     return "\n".join([line(headers), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
-                     + [line(r) for r in rows])
+                      + [line(r) for r in rows])
+
+
+def table(rows: list[list], headers: list[str]) -> str:
+    """A table for the terminal (tabulate when installed)."""
+    if _tabulate is not None:
+        return _tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
+    return md_table(rows, headers)
 
 
 def fmt(x, spec=".3g", none="-") -> str:

@@ -5,6 +5,7 @@ against: the device-to-device copy bandwidth measured here, and datasheet comput
 from __future__ import annotations
 
 import functools
+import os
 import statistics
 from dataclasses import dataclass, field
 
@@ -20,16 +21,44 @@ class Timing:
     samples: list = field(default_factory=list, repr=False)
 
 
+# Reading (not writing) a buffer of twice the L2 size evicts whatever the last run left in L2
+# and leaves only CLEAN lines behind. A memset flush would leave L2 full of dirty lines whose
+# write-back the next (timed) kernel would pay for: on a 50 MB problem that is a visible share.
+_FLUSH_SRC = r"""
+extern "C" __global__ void l2_flush_read(const float4* __restrict__ p, long long n, float* sink) {
+    float acc = 0.f;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x)
+        acc += __ldcg(p + i).x;          // .cg: through L2, not kept in L1
+    if (acc == 1.2345f) *sink = acc;     // never true (the buffer is zeros): keeps the loads
+}
+"""
+
+
 class L2Flusher:
-    """Writes a scratch buffer of twice the L2 size, evicting whatever the last run left there."""
+    """Reads a buffer of twice the L2 size, evicting whatever the last run left there."""
 
     def __init__(self):
+        from pycuda.compiler import SourceModule
+
         cuda = driver()
         self.nbytes = 2 * (device_info()["l2_bytes"] or 64 << 20)
         self.buf = cuda.mem_alloc(self.nbytes)
+        self.sink = cuda.mem_alloc(4)
+        cuda.memset_d32(self.buf, 0, self.nbytes // 4)
+        info = device_info()
+        arch = info["arch"].removeprefix("sm_")
+        self.fn = SourceModule(_FLUSH_SRC, no_extern_c=True, arch=f"compute_{arch}",
+                               code=f"sm_{arch}").get_function("l2_flush_read")
+        self.fn.prepare("PqP")
+        self.grid = (info["sms"] * 4, 1, 1)
+        cuda.Context.synchronize()
 
     def __call__(self):
-        driver().memset_d32(self.buf, 0, self.nbytes // 4)
+        if os.environ.get("L2_FLUSH") == "memset":  # the write flush, kept to compare with
+            driver().memset_d32(self.buf, 0, self.nbytes // 4)
+        else:
+            self.fn.prepared_call(self.grid, (512, 1, 1), self.buf, self.nbytes // 16, self.sink)
 
 
 @functools.lru_cache(maxsize=None)
@@ -41,7 +70,8 @@ def time_fn(fn, *, warmup: int = 3, repeats: int = 30, flush_l2: bool = True,
             max_seconds: float = 3.0) -> Timing:
     """Time `fn()` (which enqueues GPU work on the default stream) with CUDA events.
 
-    Warm-up runs first; then each repeat flushes L2 (outside the events) and times one call.
+    Warm-up runs first; then each repeat flushes L2 (outside the events: a read of 2x the L2
+    size, so no dirty lines are left for the timed call to write back) and times one call.
     Stops early once `max_seconds` of GPU time is spent (but keeps at least 5 repeats).
     """
     cuda = driver()

@@ -6,7 +6,7 @@
 import numpy as np
 
 from common import harness as H
-from common.gpu import blocks_per_sm, device_info
+from common.gpu import blocks_per_sm, device_info, driver
 from common.baselines import as_torch, torch_or_none
 
 from . import reference
@@ -244,3 +244,30 @@ def extras(report, mode):
                    "(ok = out, mean and rstd within the float32 tolerance 1e-5)",
                    rows, ["method"] + heads)
     report.record("stability", {"headers": ["method"] + heads, "rows": rows})
+    if mode != "check":
+        rows = same_size_copy_rows()
+        report.section("what a plain copy of the same bytes reaches at each benchmark size "
+                       "(cuMemcpyDtoD of x into out: the most any one-read one-write kernel "
+                       "can hope for at that size)", rows,
+                       ["size", "copy time", "GB/s", "% of the 1 GiB copy ceiling"])
+        report.record("same_size_copy", rows)
+
+
+def same_size_copy_rows():
+    """Small problems cannot reach the 1 GiB copy rate: launch and ramp-up are a fixed cost.
+    Time the copy of exactly the bytes of each benchmark case to show the real bar there."""
+    from common.timing import copy_bandwidth_gbps, time_fn
+
+    cuda = driver()
+    rows = []
+    for n, c in BENCH_SIZES:
+        nbytes = 4 * n * c
+        src, dst = cuda.mem_alloc(nbytes), cuda.mem_alloc(nbytes)
+        cuda.memset_d32(src, 0, n * c)
+        t = time_fn(lambda: cuda.memcpy_dtod(dst, src, nbytes))
+        gbps = 2 * nbytes / (t.median_ms * 1e-3) / 1e9
+        rows.append([f"{n}x{c}", f"{t.median_ms * 1e3:.1f} us", f"{gbps:.0f}",
+                     f"{100 * gbps / copy_bandwidth_gbps():.1f}"])
+        src.free()
+        dst.free()
+    return rows
