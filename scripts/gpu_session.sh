@@ -22,6 +22,8 @@ fi
 for d in $days; do
   timeout 300 python3 run_day.py "$d" --bench --save > "$logs/bench$d.log" 2>&1
   echo "day $d: bench exit code $?, $(grep -c '^FAILURES:' "$logs/bench$d.log") FAILURES section(s)"
+  tar czf "$out/results.tgz" results $(ls days/*/*.png 2>/dev/null)  # after each day: a time-out keeps what is done
+  tar czf "$out/logs.tgz" -C "$logs" .
 done
 tar czf "$out/results.tgz" results progress.md days/*/README.md $(ls days/*/*.png 2>/dev/null)
 tar czf "$out/logs.tgz" -C "$logs" .
