@@ -5,16 +5,25 @@
 
 #include <algorithm>
 #include <climits>
+#include <string>
 #include <vector>
 
 at::Tensor bias_gelu_forward(const at::Tensor& x, const at::Tensor& b);
 std::vector<at::Tensor> bias_gelu_backward(const at::Tensor& grad_y, const at::Tensor& x,
                                            const at::Tensor& b);
 
-// Everything the kernels assume, checked before any of them runs. The checks live here, in
-// the file the host compiler builds: on the GPU machine (torch 2.11, CUDA 13.0, 2026-11-22) a
-// TORCH_CHECK that failed inside the nvcc-compiled launcher crashed the process instead of
-// raising, with or without torch::wrap_pybind_function.
+// Everything the kernels assume, checked before any of them runs, in the file the host
+// compiler builds.
+// "[8, 16]" built with std::to_string. Streaming the sizes (x.sizes() into TORCH_CHECK's
+// message, through std::ostream's number formatting) crashed the process on the GPU machine
+// when a check failed under pytest (torch 2.11, 2026-11-22): a libstdc++ mismatch between the
+// extension and the process, seen in cuda-gdb inside basic_ostream::_M_insert<long>.
+static std::string shape_str(const at::Tensor& t) {
+    std::string s = "[";
+    for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
+    return s + "]";
+}
+
 static void check_pair(const at::Tensor& x, const at::Tensor& b) {
     TORCH_CHECK(x.is_cuda() && b.is_cuda(), "bias_gelu: x and b must be CUDA tensors");
     TORCH_CHECK(x.device() == b.device(), "bias_gelu: x and b are on different devices");
@@ -23,8 +32,8 @@ static void check_pair(const at::Tensor& x, const at::Tensor& b) {
     TORCH_CHECK(x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble,
                 "bias_gelu: float32 or float64 only, got ", x.scalar_type());
     TORCH_CHECK(x.dim() >= 1 && b.dim() == 1 && x.size(-1) == b.size(0),
-                "bias_gelu: b must be 1-D with x.size(-1) elements; x is ", x.sizes(), ", b is ",
-                b.sizes());
+                "bias_gelu: b must be 1-D with x.size(-1) elements; x is ", shape_str(x), ", b is ",
+                shape_str(b));
     TORCH_CHECK(x.is_contiguous() && b.is_contiguous(),
                 "bias_gelu: x and b must be contiguous (call .contiguous() first)");
     TORCH_CHECK(x.numel() / std::max<int64_t>(b.size(0), 1) <= INT_MAX && b.size(0) <= INT_MAX,
