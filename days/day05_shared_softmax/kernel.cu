@@ -318,8 +318,10 @@ SOFTMAX_V4_WARP(1, 8)
 SOFTMAX_V4_WARP(1, 16)
 SOFTMAX_V4_WARP(1, 32)
 
-// Rows longer than 256 threads x 16 float4 (16384 floats; 16384 scalars for odd widths) do not fit in registers: two passes
-// like v3, with 16-byte loads when the rows allow it (the second read mostly hits L2).
+// Rows longer than 256 threads x 16 float4 (16384 floats; 16384 scalars for odd widths) do not
+// fit in registers: two passes like v3, with 16-byte loads. The second read hits L2 only while the
+// rows in flight fit in it: at 1024 x 65536, 8 blocks per SM x 132 SMs x 256 KB rows do not
+// (measured 64% of the copy ceiling there, 2026-11-22).
 extern "C" __global__ void softmax_v4_long_vec4(const float* __restrict__ x,
                                                 float* __restrict__ y, int rows, int cols) {
     __shared__ MaxSum buf[32];

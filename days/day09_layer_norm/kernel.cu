@@ -39,10 +39,10 @@
 //       wider rows use v4's kernel.
 //   v6  v5 made persistent and pipelined, for rows of C <= 1024 (C % 4 == 0; others take v5):
 //       a grid of exactly one wave, each warp walks rows `stride` apart and loads its NEXT row
-//       into a second register array before it reduces and writes the current one. In v5 all
-//       8192 rows of an 8192 x 768 input fit in one wave, so every warp reads, then every warp
-//       writes: reads and writes never overlap. Here they do, and weight and bias are loaded
-//       into registers once per warp instead of once per row.
+//       into a second register array before it reduces and writes the current one. In v5 the
+//       8192 rows of an 8192 x 768 input run in about 1.5 waves of warps that move nearly in
+//       lockstep (read, reduce, write), so the read and the write streams take turns. Here they
+//       overlap, and weight and bias are loaded into registers once per warp, not once per row.
 #include <cstdint>
 
 // ---------------------------------------------------------------------------------------
