@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 from . import harness as H
-from .report import fmt, fmt_ms, header_line, table, today
+from .report import fmt, fmt_ms, header_line, table
 
 
 class Failure(RuntimeError):
@@ -69,6 +69,7 @@ def check_sizes(drv, rep: Report, versions: list[str], sizes: list[tuple]):
     for size in sizes:
         seed = _seed_for(size, 17)
         case = drv.make_case(size, np.random.default_rng(seed))
+        case.seed = seed
         d = H.DeviceCase(case)
         parts = []
         for v in versions:
@@ -77,23 +78,21 @@ def check_sizes(drv, rep: Report, versions: list[str], sizes: list[tuple]):
                 parts.append(f"{v} skip")
                 rep.checks.append({"size": list(size), "version": v, "skipped": why})
                 continue
-            r = H.check(drv.launch, v, case, d)
-            rep.checks.append({"size": list(size), "version": v, "ok": r.ok, "rel_l2": r.rel_l2,
-                               "max_err": r.max_abs, "seed": seed})
-            parts.append(f"{v} {'ok' if r.ok else 'FAIL'}")
-            if not r.ok:
-                rep.failures.append(f"{v} at {H.size_str(size)} (seed {seed}): {r.message}")
+            r = check_and_time(rep, v, lambda dd, v=v: drv.launch(v, dd), case, d, timed=False)
+            rep.checks.append({"size": list(size), "version": v, "ok": r["ok"],
+                               "rel_l2": r["rel_l2"], "max_err": r["max_err"], "seed": seed})
+            parts.append(f"{v} {'ok' if r['ok'] else 'FAIL'}")
         rep.say(f"  check {H.size_str(size):>16} (seed {seed}): " + ", ".join(parts))
-        del d
 
 
 def bench_size(drv, rep: Report, versions: list[str], size: tuple, *, timed: bool = True,
                with_baselines: bool = True):
     """Check, time and re-check every version at one size; print and record the table."""
-    from .timing import compute_ceiling_tflops, copy_bandwidth_gbps, time_fn
+    from .timing import compute_ceiling_tflops, copy_bandwidth_gbps
 
     seed = _seed_for(size)
     case = drv.make_case(size, np.random.default_rng(seed))
+    case.seed = seed
     t0 = time.perf_counter()
     expected = case.expected()
     ref_s = time.perf_counter() - t0
@@ -108,19 +107,9 @@ def bench_size(drv, rep: Report, versions: list[str], size: tuple, *, timed: boo
         if why:
             rows.append({"version": v, "description": drv.VERSIONS[v], "skipped": why})
             continue
-        r = H.check(drv.launch, v, case, d)
-        row = {"version": v, "description": drv.VERSIONS[v], "ok": r.ok, "rel_l2": r.rel_l2,
-               "max_err": r.max_abs}
-        if not r.ok:
-            rep.failures.append(f"{v} at {H.size_str(size)} (seed {seed}): {r.message}")
-        if timed:
-            t = time_fn(lambda: drv.launch(v, d))
-            r2 = H.check(drv.launch, v, case, d)  # again, after the timing loop
-            if not r2.ok and r.ok:
-                row["ok"] = False
-                rep.failures.append(f"{v} at {H.size_str(size)} after timing: {r2.message}")
-            row.update(median_ms=t.median_ms, min_ms=t.min_ms, max_ms=t.max_ms, repeats=t.repeats)
-            _add_rates(row, case, copy_bw, compute_tf)
+        row = {"version": v, "description": drv.VERSIONS[v],
+               **check_and_time(rep, v, lambda dd, v=v: drv.launch(v, dd), case, d, timed)}
+        del row["name"], row["size"]
         rows.append(row)
         rep.say(f"  {v}: {'ok' if row['ok'] else 'FAIL'}"
                 + (f", {fmt_ms(row['median_ms'])}" if 'median_ms' in row else ""))
@@ -149,7 +138,6 @@ def bench_size(drv, rep: Report, versions: list[str], size: tuple, *, timed: boo
                                   else {"gbps": copy_bw, "source": "measured device-to-device copy"}),
                       "rows": rows, "baseline": base_rows})
     _print_table(rep, rows, base_rows, case, copy_bw, compute_tf, compute_src, timed)
-    del d
 
 
 def to_host(out) -> np.ndarray:
@@ -182,6 +170,32 @@ def _time_baseline(name, fn, case, expected, copy_bw, compute_tf) -> dict:
         b["message"] = msg
     _add_rates(b, case, copy_bw, compute_tf)
     return b
+
+
+def check_and_time(report: Report, label: str, launch, case, d=None, timed: bool = True) -> dict:
+    """For an op BESIDE the day's versions (an inverse, a fused gradient...): check against the
+    reference, and unless timed=False time it and check again, with GB/s or TFLOP/s against
+    this GPU's ceiling. `launch(d)` enqueues the op on DeviceCase d. A wrong answer is added to
+    report.failures (the run's exit code says so). Returns the row (the keys of a table row)."""
+    from .timing import compute_ceiling_tflops, copy_bandwidth_gbps, time_fn
+
+    d = d or H.DeviceCase(case)
+    as_version = lambda _, dd: launch(dd)
+    r = H.check(as_version, label, case, d)
+    row = {"name": label, "size": list(case.size), "ok": r.ok, "rel_l2": r.rel_l2,
+           "max_err": r.max_abs}
+    if timed:
+        t = time_fn(lambda: launch(d))
+        r2 = H.check(as_version, label, case, d)  # again, after the timing loop
+        row.update(ok=r.ok and r2.ok, median_ms=t.median_ms, min_ms=t.min_ms, max_ms=t.max_ms,
+                   repeats=t.repeats)
+        r = r if not r.ok else r2
+        compute_tf = compute_ceiling_tflops(case.unit)[0] if case.flops else None
+        _add_rates(row, case, copy_bandwidth_gbps(), compute_tf)
+    if not row["ok"]:
+        seed = f" (seed {case.seed})" if case.seed is not None else ""
+        report.failures.append(f"{label} at {H.size_str(case.size)}{seed}: {r.message}")
+    return row
 
 
 def _add_rates(row, case, copy_bw, compute_tf):

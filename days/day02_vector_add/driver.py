@@ -60,24 +60,16 @@ def vector_add(a, b, version="v3"):
 
 def transfer_times(n: int, repeats: int = 3) -> dict:
     """Median ms to move n floats host->device and back, from pageable and from pinned memory."""
-    import statistics
+    from common.timing import time_fn
 
     cuda = driver()
     host = np.ones(n, np.float32)
     pinned = cuda.pagelocked_empty(n, np.float32)
     pinned[:] = 1
     dev = cuda.mem_alloc(host.nbytes)
-    start, end = cuda.Event(), cuda.Event()
 
-    def timed(fn):
-        ts = []
-        for _ in range(repeats):
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            ts.append(end.time_since(start))
-        return statistics.median(ts)
+    def timed(fn):  # a copy over the host link does not care what is in L2
+        return time_fn(fn, warmup=1, repeats=repeats, flush_l2=False).median_ms
 
     out = {"bytes": host.nbytes,
            "h2d_pageable_ms": timed(lambda: cuda.memcpy_htod(dev, host)),

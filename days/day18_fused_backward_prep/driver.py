@@ -124,6 +124,22 @@ def permute(qkv, scale=None, version="v3"):
     return out["q"], out["k"], out["v"]
 
 
+def make_inverse_case(size, rng):
+    """The backward: dq, dk, dv [B, NH, T, HS] -> dqkv [B, T, 3, NH, HS], the Q part * scale."""
+    b, t, nh, hs = size
+    g = [rng.standard_normal((b, nh, t, hs), dtype=np.float32) for _ in range(3)]
+    scale = reference.default_scale(hs)
+    return H.Case(size, inputs=dict(zip(("dq", "dk", "dv"), g)),
+                  outputs={"dqkv": ((b, t, 3, nh, hs), np.float32)},
+                  reference=lambda: {"dqkv": reference.unpermute(*g, scale)},
+                  bytes=2 * 3 * g[0].nbytes,  # dq, dk, dv read once; dqkv written once
+                  params={"scale": scale})
+
+
+def launch_inverse(kind, d):
+    launch_unpermute(kind, d.dq, d.dk, d.dv, d.dqkv, d.size, d.params["scale"])
+
+
 def unpermute(dq, dk, dv, scale=None, kind="vector"):
     """dqkv[B, T, 3, NH, HS] (float32) from dq, dk, dv[B, NH, T, HS]; the Q part * scale."""
     g = [np.ascontiguousarray(a, dtype=np.float32) for a in (dq, dk, dv)]
@@ -132,81 +148,38 @@ def unpermute(dq, dk, dv, scale=None, kind="vector"):
     b, nh, t, hs = g[0].shape
     validate_size((b, t, nh, hs))
     scale = reference.default_scale(hs) if scale is None else np.float32(scale)
-    from common.gpu import driver
-
-    cuda = driver()  # brings up the context
-    from pycuda import gpuarray
-
-    dg = [gpuarray.to_gpu(a) for a in g]
-    out = gpuarray.empty((b, t, 3, nh, hs), np.float32)
-    cuda.memset_d8(out.gpudata, 0xFF, out.nbytes)  # poison: an unwritten element reads as NaN
-    launch_unpermute(kind, *(a.gpudata for a in dg), out.gpudata, (b, t, nh, hs), scale)
-    return out.get()
+    case = H.Case((b, t, nh, hs), inputs=dict(zip(("dq", "dk", "dv"), g)),
+                  outputs={"dqkv": ((b, t, 3, nh, hs), np.float32)}, params={"scale": scale})
+    return H.run(lambda k, d: launch_inverse(k, d), kind, case)["dqkv"]
 
 
-# --- the inverse, checked and timed ---------------------------------------------------------
-
-def time_unpermute(size, rng=None):
-    """Check and time both inverse kernels at one size; GB/s against the copy bandwidth."""
-    from common.check import compare
-    from common.gpu import driver
-    from common.timing import copy_bandwidth_gbps, time_fn
-
-    driver()
-    from pycuda import gpuarray
-
-    rng = rng or np.random.default_rng(18)
-    b, t, nh, hs = size
-    scale = reference.default_scale(hs)
-    g = [rng.standard_normal((b, nh, t, hs), dtype=np.float32) for _ in range(3)]
-    want = reference.unpermute(*g, scale)
-    dg = [gpuarray.to_gpu(a) for a in g]
-    out = gpuarray.empty(want.shape, np.float32)
-    nbytes = 2 * 3 * g[0].nbytes  # dq, dk, dv read once; dqkv written once
-    ceiling = copy_bandwidth_gbps()
-    rows = {}
-    for kind in ("scalar", "vector"):
-        def fn(kind=kind):
-            launch_unpermute(kind, *(a.gpudata for a in dg), out.gpudata, size, scale)
-        driver().memset_d8(out.gpudata, 0xFF, out.nbytes)
-        fn()
-        r = compare(out.get(), want)
-        tm = time_fn(fn)
-        r2 = compare(out.get(), want)  # again after the timing loop
-        gbps = nbytes / (tm.median_ms * 1e-3) / 1e9
-        rows[kind] = {"kernel": f"unpermute_vec{vec_width(hs) if kind == 'vector' else 1}",
-                      "median_ms": tm.median_ms, "min_ms": tm.min_ms, "max_ms": tm.max_ms,
-                      "gbps": gbps, "pct_of_ceiling": 100 * gbps / ceiling,
-                      "ok": bool(r.ok and r2.ok), "max_err": r.max_abs,
-                      "message": r.message or r2.message}
-    return {"size": list(size), "bytes": nbytes, "ceiling_gbps": ceiling, "rows": rows}
+INVERSE_KINDS = ("scalar", "vector")
 
 
 def extras(report, mode):
-    if mode == "check":
-        # correctness of the inverse on the ragged sizes, with the forward's checks
-        for size in CHECK_SIZES:
-            rng = np.random.default_rng(hash(size) & 0xFFFF)
-            g = [rng.standard_normal((size[0], size[2], size[1], size[3]), dtype=np.float32)
-                 for _ in range(3)]
-            want = reference.unpermute(*g, reference.default_scale(size[3]))
-            from common.check import compare
+    """The inverse: both kernels checked at every CHECK_SIZES entry, then (unless --check)
+    checked, timed and checked again at the default size."""
+    from common.runner import check_and_time
 
-            for kind in ("scalar", "vector"):
-                r = compare(unpermute(*g, kind=kind), want)
-                if not r.ok:
-                    report.failures.append(f"unpermute {kind} at {H.size_str(size)}: {r.message}")
-        report.say(f"  inverse (unpermute) checked at {len(CHECK_SIZES)} sizes")
+    for size in CHECK_SIZES:
+        case = make_inverse_case(size, np.random.default_rng(hash(size) & 0xFFFF))
+        d = H.DeviceCase(case)
+        for kind in INVERSE_KINDS:
+            check_and_time(report, f"unpermute {kind}", lambda dd, k=kind: launch_inverse(k, dd),
+                           case, d, timed=False)
+    report.say(f"  inverse (unpermute) checked at {len(CHECK_SIZES)} sizes")
+    if mode == "check":
         return
     size = SIZES["default"]
-    res = time_unpermute(size)
-    rows = [[v["kernel"], f"{v['median_ms']:.4f} ms", f"{v['gbps']:.0f}",
-             f"{v['pct_of_ceiling']:.1f}", "ok" if v["ok"] else "FAIL"]
-            for v in res["rows"].values()]
+    case = make_inverse_case(size, np.random.default_rng(18))
+    d = H.DeviceCase(case)
+    rows = [check_and_time(report, f"unpermute {kind}", lambda dd, k=kind: launch_inverse(k, dd),
+                           case, d) for kind in INVERSE_KINDS]
+    for kind, r in zip(INVERSE_KINDS, rows):
+        r["kernel"] = f"unpermute_vec{vec_width(size[3]) if kind == 'vector' else 1}"
     report.section(f"the inverse (backward) dq, dk, dv -> dqkv at {H.size_str(size)} "
-                   f"({res['bytes'] / 1e6:.0f} MB moved; ceiling {res['ceiling_gbps']:.0f} GB/s copy)",
-                   rows, ["kernel", "median", "GB/s", "% of copy", "ok"])
-    report.record("inverse", res)
-    for kind, v in res["rows"].items():
-        if not v["ok"]:
-            report.failures.append(f"unpermute {kind} at {H.size_str(size)}: {v['message']}")
+                   f"({case.bytes / 1e6:.0f} MB moved; % of the copy ceiling)",
+                   [[r["kernel"], f"{r['median_ms']:.4f} ms", f"{r['gbps']:.0f}",
+                     f"{r['pct_of_ceiling']:.1f}", "ok" if r["ok"] else "FAIL"] for r in rows],
+                   ["kernel", "median", "GB/s", "% of copy", "ok"])
+    report.record("inverse", rows)
