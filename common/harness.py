@@ -12,7 +12,9 @@ and optionally:
     validate_size(size)                    raise ValueError("...") for sizes it cannot take
     supports(version, size) -> str | None  why a version cannot take a size (skipped, said so)
     baselines(d) -> {name: fn}             library calls on the same device memory
-    extras(report, mode)                   day-specific sections (device table, transfers...)
+    extras(report, mode)                   day-specific sections (device table, transfers...);
+                                           an op beside the versions (an inverse, a gradient) is
+                                           checked and timed with common.runner.check_and_time
     SM90A = True                           build kernel.cu for sm_90a
 """
 from __future__ import annotations
