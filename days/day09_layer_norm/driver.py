@@ -21,6 +21,7 @@ VERSIONS = {
     "v4": "block per row, float4, row in registers",
     "v5": "warp per row, float4, row in registers (C>2048: v4)",
     "v6": "v5 persistent, next row prefetched (C>1024: v5)",
+    "v7": "rows by bulk copy into smem slots (sm_90; C>2048: v6)",
 }
 SIZE_HELP = "ROWSxC (rows = B*T tokens, C channels), e.g. 8192x768"
 SIZES = {"small": (64, 768), "default": (8192, 768), "large": (8192, 8192)}
@@ -30,7 +31,7 @@ SIZES = {"small": (64, 768), "default": (8192, 768), "large": (8192, 8192)}
 # float4); rows 1, 3, 5, 7, 17, 33, 1000, 1025.
 CHECK_SIZES = [(1, 1), (7, 33), (33, 767), (5, 1001), (17, 768), (9, 2048), (5, 2052),
                (6, 1023), (5, 1025), (3, 8191), (4, 8192), (3, 8193), (2, 16388), (1000, 3),
-               (1025, 64), (1, 4)]
+               (1025, 64), (1, 4), (5000, 764), (5300, 2044)]
 BENCH_SIZES = [(8192, 768), (8192, 2048), (8192, 8192)]
 
 # Cases up to this many elements (every CHECK_SIZES entry and "small") carry stress rows
@@ -115,6 +116,29 @@ def v6_config(c):
     return v5_config(c)
 
 
+V7_ITEMS = (1, 2, 4, 6, 8, 12, 16)  # float4 per lane: rows up to 2048 floats
+V7_WARPS = 8                         # 256 threads per block
+
+
+def v7_config(c):
+    """(kernel, slots per warp, shared bytes) for v7, or None where it does not apply: a GPU
+    before Hopper (no cp.async.bulk), C % 4 != 0 (rows must be 16-byte aligned) or C > 2048.
+    One slot per warp up to C = 1024, two beyond: the best of the sweeps in
+    .notes/day09_experiments.md (more slots in flight were slower)."""
+    info = device_info()
+    if c % 4 or int(info["compute_capability"].split(".")[0]) < 9:
+        return None
+    per_lane = H.cdiv(c // 4, 32)
+    items = next((i for i in V7_ITEMS if per_lane <= i), None)
+    if items is None:
+        return None
+    for slots in ((1,) if c <= 1024 else (2, 1)):
+        smem = H.cdiv(V7_WARPS * slots * 8, 128) * 128 + V7_WARPS * slots * c * 4
+        if smem <= (info["smem_per_block_optin"] or 48 * 1024):
+            return f"layernorm_v7_items{items}", slots, smem
+    return None
+
+
 SIG = "PPPPPPiif"  # x, w, b, out, mean, rstd, N, C, eps
 
 
@@ -135,7 +159,16 @@ def launch(version, d):
             d.x, d.w, d.b, shift, corr, d.rstd, d.out, n, c)
     elif version == "v3":
         K("layernorm_v3", SIG).prepared_call((H.cdiv(n, BLOCK // 32), 1, 1), (BLOCK, 1, 1), *args)
-    elif version in ("v4", "v5", "v6"):
+    elif version == "v7" and (v7 := v7_config(c)) is not None:
+        name, slots, smem = v7
+        fn = K(name, SIG + "i", dynamic_smem=smem)
+        threads = 32 * V7_WARPS
+        # one wave of blocks, each with a contiguous share of the rows
+        grid = min(device_info()["sms"] * blocks_per_sm(fn, threads, smem), n)
+        fn.prepared_call((grid, 1, 1), (threads, 1, 1), *args, slots, shared_size=smem)
+    elif version in ("v4", "v5", "v6", "v7"):
+        if version == "v7":  # v7 does not apply here: v6 (which itself may fall back to v5)
+            version = "v6"
         name, threads = {"v4": v4_config, "v5": v5_config, "v6": v6_config}[version](c)
         if "_v6_" in name:  # persistent: one full wave of blocks, no more than the rows need
             fn = K(name, SIG)

@@ -600,3 +600,151 @@ LN_V6(2)
 LN_V6(4)
 LN_V6(6)
 LN_V6(8)
+
+// ---------------------------------------------------------------------------------------
+// v7: rows fetched by Hopper's bulk-copy engine (cp.async.bulk) into shared-memory slots.
+// ---------------------------------------------------------------------------------------
+// v6 asks for a row with ITEMS float4 loads per lane and holds the next row in a second
+// register array, so each warp has at most two rows in flight and spends half its registers
+// on them. Here ONE lane asks the copy engine (the same unit behind TMA) for a whole row,
+// C * 4 bytes in one instruction, delivered into a SLOT of shared memory; an mbarrier counts
+// the bytes as they land. The warp copies the row from its slot into registers, hands the
+// slot straight back to the copy engine for its next row, and normalizes from registers
+// while that row is on its way.
+//
+// Rows: block b owns the contiguous rows [N*b/G, N*(b+1)/G) (G = gridDim.x), so every block
+// gets the same number of rows to within one (v6's grid-stride split gives some warps a
+// whole row more than others). Warp w of a block takes the block's rows w, w + W, w + 2W, ...
+// (W warps per block); its t-th row goes into its own slot t % P (P slots per warp), and that
+// slot's mbarrier completes phase t / P when the row has landed. Slots belong to one warp, so
+// the warp that read a slot is the only one that refills it: no other warp has to be told.
+//
+// Measured (README): P = 1 or 2 slots per warp is best. More rows in flight per SM (more slots,
+// or L2 prefetches of rows further ahead) made it SLOWER: the rows then land all together late
+// and the writes start late. Dynamic row assignment through a global atomic counter was much
+// slower (the atomics queue behind the memory traffic).
+//
+// Needs sm_90 (cp.async.bulk, mbarrier transaction counts) and C % 4 == 0 (16-byte rows);
+// the driver runs v6 elsewhere. Shared memory: W * P * C * 4 bytes of slots, W * P * 8 of
+// barriers (rounded up to 128).
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count));
+#endif
+}
+
+// Make the initialized barriers visible to the copy engine (the "async proxy").
+__device__ __forceinline__ void mbar_init_fence() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+
+// Order this thread's earlier ordinary shared-memory reads before later copy-engine writes:
+// the warp has read a slot, and the next bulk copy will overwrite it. (Measured: free.)
+__device__ __forceinline__ void fence_proxy_async_smem() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+
+// One lane: tell the barrier to expect `bytes`, then start the copy that will deliver them.
+__device__ __forceinline__ void bulk_load(void* dst_smem, const void* src, uint32_t bytes,
+                                          uint64_t* bar) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                 ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1], %2, [%3];"
+                 ::"r"(smem_addr(dst_smem)), "l"(src), "r"(bytes), "r"(smem_addr(bar))
+                 : "memory");
+#endif
+}
+
+// Spin until the barrier's phase with this parity has completed (the row is in the slot).
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+#if __CUDA_ARCH__ >= 900
+    uint32_t done = 0;
+    while (!done) {
+        asm volatile("{\n\t.reg .pred p;\n\t"
+                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                     "selp.u32 %0, 1, 0, p;\n\t}"
+                     : "=r"(done) : "r"(smem_addr(bar)), "r"(parity) : "memory");
+    }
+#endif
+}
+
+template <int ITEMS>
+__device__ __forceinline__ void layernorm_v7_body(
+    const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b,
+    float* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd, int N, int C,
+    float eps, int P) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    uint64_t* bars = reinterpret_cast<uint64_t*>(smem) + warp * P;  // barriers, then slots
+    float* slots = reinterpret_cast<float*>(smem + ((nwarps * P * 8 + 127) & ~127)) +
+                   (size_t)warp * P * C;
+
+    const int row0 = (int)((int64_t)N * blockIdx.x / gridDim.x);
+    const int row1 = (int)((int64_t)N * (blockIdx.x + 1) / gridDim.x);
+    const int nrows = (row1 - row0 - warp + nwarps - 1) / nwarps;  // rows of this warp
+    const uint32_t row_bytes = (uint32_t)C * 4u;
+    auto row_of = [&](int t) { return row0 + warp + t * nwarps; };  // the warp's t-th row
+
+    if (lane == 0) {
+        for (int s = 0; s < P; ++s) mbar_init(&bars[s], 1);
+        mbar_init_fence();
+        for (int t = 0; t < P && t < nrows; ++t)
+            bulk_load(slots + (size_t)t * C, x + (int64_t)row_of(t) * C, row_bytes, &bars[t]);
+    }
+    __syncwarp();
+
+    const int nvec = C >> 2;
+    float4 wv[ITEMS], bv[ITEMS], v[ITEMS];
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+        const int j = lane + 32 * i;
+        if (j < nvec) {
+            wv[i] = __ldg(reinterpret_cast<const float4*>(w) + j);
+            bv[i] = __ldg(reinterpret_cast<const float4*>(b) + j);
+        }
+    }
+    for (int t = 0; t < nrows; ++t) {
+        const int s = t % P, row = row_of(t);
+        mbar_wait(&bars[s], (uint32_t)(t / P) & 1u);  // phase t / P of slot s: row t landed
+        const float4* xs = reinterpret_cast<const float4*>(slots + (size_t)s * C);
+#pragma unroll
+        for (int i = 0; i < ITEMS; ++i) {
+            const int j = lane + 32 * i;
+            if (j < nvec) v[i] = xs[j];
+        }
+        __syncwarp();  // every lane has its part of the row: the slot is free
+        if (lane == 0 && t + P < nrows) {
+            fence_proxy_async_smem();
+            bulk_load(slots + (size_t)s * C, x + (int64_t)row_of(t + P) * C, row_bytes, &bars[s]);
+        }
+        normalize_row4<ITEMS>(v, wv, bv, out + (int64_t)row * C, mean + row, rstd + row, C, nvec,
+                              lane, eps);
+    }
+}
+
+// 256 threads (8 warps) per block: two blocks fit an SM at C = 768 (registers), one at 2048.
+#define LN_V7(ITEMS)                                                                            \
+    extern "C" __global__ void __launch_bounds__(256, 1) layernorm_v7_items##ITEMS(             \
+        const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b,  \
+        float* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd, int N,     \
+        int C, float eps, int slots_per_warp) {                                                 \
+        layernorm_v7_body<ITEMS>(x, w, b, out, mean, rstd, N, C, eps, slots_per_warp);          \
+    }
+
+LN_V7(1)
+LN_V7(2)
+LN_V7(4)
+LN_V7(6)
+LN_V7(8)
+LN_V7(12)
+LN_V7(16)
