@@ -311,7 +311,8 @@ extern "C" __global__ void __launch_bounds__(512) x_landing_p8(LN_ARGS) { landin
 // mode 2: as 1 with the block's counter in shared memory (no stealing).
 // The grab for the next row is issued one row ahead (its latency hides behind the row being
 // normalized). With global counters the last warp to finish zeroes them for the next launch.
-extern "C" __global__ void __launch_bounds__(512) x_dynamic(LN_ARGS, int P, int* __restrict__ ctrs, int mode, int ksteal) {
+template <int mode>  // a template parameter: as a runtime switch it slowed every mode down
+__device__ __forceinline__ void dynamic_rows(LN_ARGS, int P, int* __restrict__ ctrs, int ksteal) {
     constexpr int ITEMS = 6;
     extern __shared__ __align__(128) unsigned char smem[];
     __shared__ int s_next;
@@ -322,17 +323,24 @@ extern "C" __global__ void __launch_bounds__(512) x_dynamic(LN_ARGS, int P, int*
     const int nstatic = mode == 0 ? 0 : nwarps * P;
     int cb = blockIdx.x, raw = 0, tried = 0;
     bool exhausted = false;
-    auto grab = [&]() { return mode == 0 ? atomicAdd(ctrs, 1) : mode == 1 ? atomicAdd(&ctrs[cb], 1) : atomicAdd(&s_next, 1); };
+    auto grab = [&]() {
+        if constexpr (mode == 0) return atomicAdd(ctrs, 1);
+        else if constexpr (mode == 1) return atomicAdd(&ctrs[cb], 1);
+        else return atomicAdd(&s_next, 1);
+    };
     auto resolve = [&]() -> int {  // lane 0: the row the grab in flight (`raw`) names
         if (exhausted) return N;
-        if (mode == 0) return raw < N ? raw : N;
-        for (;;) {
-            const int row = rstart(cb) + nstatic + raw;
-            if (row < rstart(cb + 1)) return row;
-            if (mode == 2 || tried >= ksteal) { exhausted = true; return N; }
-            ++tried;
-            cb = cb + 1 == G ? 0 : cb + 1;
-            raw = atomicAdd(&ctrs[cb], 1);
+        if constexpr (mode == 0) {
+            return raw < N ? raw : N;
+        } else {
+            for (;;) {
+                const int row = rstart(cb) + nstatic + raw;
+                if (row < rstart(cb + 1)) return row;
+                if (mode == 2 || tried >= ksteal) { exhausted = true; return N; }
+                ++tried;
+                cb = cb + 1 == G ? 0 : cb + 1;
+                raw = atomicAdd(&ctrs[cb], 1);
+            }
         }
     };
     if (threadIdx.x == 0) s_next = 0;
@@ -378,29 +386,40 @@ extern "C" __global__ void __launch_bounds__(512) x_dynamic(LN_ARGS, int P, int*
     }
 }
 
+extern "C" __global__ void __launch_bounds__(512) x_dynamic_global(LN_ARGS, int P, int* ctrs, int ksteal) {
+    dynamic_rows<0>(x, w, b, out, mean, rstd, N, C, eps, P, ctrs, ksteal); }
+extern "C" __global__ void __launch_bounds__(512) x_dynamic_blocks(LN_ARGS, int P, int* ctrs, int ksteal) {
+    dynamic_rows<1>(x, w, b, out, mean, rstd, N, C, eps, P, ctrs, ksteal); }
+extern "C" __global__ void __launch_bounds__(512) x_dynamic_shared(LN_ARGS, int P, int* ctrs, int ksteal) {
+    dynamic_rows<2>(x, w, b, out, mean, rstd, N, C, eps, P, ctrs, ksteal); }
+
 // ---- v7 variants: bulk stores, L2 prefetch ahead, staggered start, per-warp timestamps ------
-// store_mode 1: the normalized row goes to one of two shared-memory out slots and one bulk copy
-// stores it. prefetch D > 0: cp.async.bulk.prefetch.L2 of the row D ahead of the slots.
-// late_warp / delay_ns: warps >= late_warp wait delay_ns before their first request.
-// stamps != nullptr: per warp (start, first row in registers, end) from %globaltimer.
-extern "C" __global__ void __launch_bounds__(512) x_v7_variant(LN_ARGS, int P, int store_mode, int D,
-    int late_warp, int delay_ns, unsigned long long* __restrict__ stamps) {
+// The shipped v7 loop with compile-time hooks (a kernel with all of them as runtime switches ran
+// 0.3-2.6 us slower than v7 itself, which made its "off" baseline useless).
+// STORE: the normalized row goes to one of two shared-memory out slots and one bulk copy stores it.
+// PREFETCH: cp.async.bulk.prefetch.L2 of the row D ahead of the slots.
+// STAGGER: warps >= late_warp wait delay_ns before their first request.
+// STAMPS: per warp (start, first row in registers, end) from %globaltimer into `stamps`.
+template <bool STORE, bool PREFETCH, bool STAGGER, bool STAMPS>
+__device__ __forceinline__ void v7_variant(LN_ARGS, int P, int D, int late_warp, int delay_ns,
+                                           unsigned long long* __restrict__ stamps) {
     constexpr int ITEMS = 6;
-    const unsigned long long t_start = gtime();
-    unsigned long long t_first = 0;
+    unsigned long long t_start = 0, t_first = 0;
+    if constexpr (STAMPS) t_start = gtime();
     extern __shared__ __align__(128) unsigned char smem[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-    const WarpSlots ws = warp_slots(smem, P, C, store_mode ? 2 : 0);
-    float* oslots = ws.slots + (size_t)P * C;
+    const WarpSlots ws = warp_slots(smem, P, C, STORE ? 2 : 0);
     const int row0 = block_first_row(N), nrows = (block_end_row(N) - row0 - warp + nwarps - 1) / nwarps;
     const uint32_t bytes = (uint32_t)C * 4u;
     auto rowp = [&](int t) { return x + (int64_t)(row0 + warp + t * nwarps) * C; };
     if (lane == 0) {
         for (int s = 0; s < P; ++s) mbar_init(&ws.bars[s], 1);
         mbar_init_fence();
-        if (warp >= late_warp) { const unsigned long long t0 = gtime(); while (gtime() - t0 < (unsigned long long)delay_ns) {} }
+        if constexpr (STAGGER) {
+            if (warp >= late_warp) { const unsigned long long t0 = gtime(); while (gtime() - t0 < (unsigned long long)delay_ns) {} }
+        }
         for (int t = 0; t < P && t < nrows; ++t) bulk_load(ws.slots + (size_t)t * C, rowp(t), bytes, &ws.bars[t]);
-        for (int t = P; t < P + D && t < nrows; ++t) prefetch_l2(rowp(t), bytes);
+        if constexpr (PREFETCH) for (int t = P; t < P + D && t < nrows; ++t) prefetch_l2(rowp(t), bytes);
     }
     __syncwarp();
     const int nvec = C >> 2;
@@ -410,55 +429,65 @@ extern "C" __global__ void __launch_bounds__(512) x_v7_variant(LN_ARGS, int P, i
         const int s = t % P, row = row0 + warp + t * nwarps;
         mbar_wait(&ws.bars[s], (uint32_t)(t / P) & 1u);
         slot_to_regs<ITEMS>(ws.slots + (size_t)s * C, nvec, lane, v);
-        if (t == 0) t_first = gtime();
+        if constexpr (STAMPS) if (t == 0) t_first = gtime();
         __syncwarp();
         if (lane == 0) {
             if (t + P < nrows) { fence_proxy_async_smem(); bulk_load(ws.slots + (size_t)s * C, rowp(t + P), bytes, &ws.bars[s]); }
-            if (D > 0 && t + P + D < nrows) prefetch_l2(rowp(t + P + D), bytes);
-            if (store_mode) asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");  // out slot t&1 is free
+            if constexpr (PREFETCH) if (t + P + D < nrows) prefetch_l2(rowp(t + P + D), bytes);
         }
-        if (!store_mode) {
+        if constexpr (!STORE) {
             normalize_row4<ITEMS>(v, wv, bv, out + (int64_t)row * C, mean + row, rstd + row, C, nvec, lane, eps);
-            continue;
-        }
-        __syncwarp();
-        // normalize into the out slot: normalize_row4's arithmetic, shared memory as the target
-        float* os = oslots + (size_t)(t & 1) * C;
-        float s1 = 0.f;
+        } else {
+            if (lane == 0) asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");  // out slot t&1 is free
+            __syncwarp();
+            // normalize_row4's arithmetic with the out slot as the target
+            float* os = ws.slots + (size_t)(P + (t & 1)) * C;
+            float s1 = 0.f;
 #pragma unroll
-        for (int i = 0; i < ITEMS; ++i) if (lane + 32 * i < nvec) s1 += (v[i].x + v[i].y) + (v[i].z + v[i].w);
-        const float m0 = warp_sum(s1) / C;
-        float2 aq = make_float2(0.f, 0.f);
+            for (int i = 0; i < ITEMS; ++i) if (lane + 32 * i < nvec) s1 += (v[i].x + v[i].y) + (v[i].z + v[i].w);
+            const float m0 = warp_sum(s1) / C;
+            float2 aq = make_float2(0.f, 0.f);
 #pragma unroll
-        for (int i = 0; i < ITEMS; ++i) if (lane + 32 * i < nvec) {
-            v[i].x -= m0; v[i].y -= m0; v[i].z -= m0; v[i].w -= m0;
-            aq.x += (v[i].x + v[i].y) + (v[i].z + v[i].w);
-            aq.y += (v[i].x * v[i].x + v[i].y * v[i].y) + (v[i].z * v[i].z + v[i].w * v[i].w);
-        }
-        aq = warp_sum2(aq);
-        float md, r;
-        finish_stats(aq.x, aq.y, C, eps, md, r);
+            for (int i = 0; i < ITEMS; ++i) if (lane + 32 * i < nvec) {
+                v[i].x -= m0; v[i].y -= m0; v[i].z -= m0; v[i].w -= m0;
+                aq.x += (v[i].x + v[i].y) + (v[i].z + v[i].w);
+                aq.y += (v[i].x * v[i].x + v[i].y * v[i].y) + (v[i].z * v[i].z + v[i].w * v[i].w);
+            }
+            aq = warp_sum2(aq);
+            float md, r;
+            finish_stats(aq.x, aq.y, C, eps, md, r);
 #pragma unroll
-        for (int i = 0; i < ITEMS; ++i) {
-            const int j = lane + 32 * i;
-            if (j < nvec) reinterpret_cast<float4*>(os)[j] = make_float4((v[i].x - md) * r * wv[i].x + bv[i].x,
-                (v[i].y - md) * r * wv[i].y + bv[i].y, (v[i].z - md) * r * wv[i].z + bv[i].z, (v[i].w - md) * r * wv[i].w + bv[i].w);
-        }
-        if (lane == 0) { mean[row] = m0 + md; rstd[row] = r; }
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the copy engine reads os next
-        __syncwarp();
-        if (lane == 0) {
-            asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
-                         :: "l"(out + (int64_t)row * C), "r"(smem_addr(os)), "r"(bytes) : "memory");
-            asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+            for (int i = 0; i < ITEMS; ++i) {
+                const int j = lane + 32 * i;
+                if (j < nvec) reinterpret_cast<float4*>(os)[j] = make_float4((v[i].x - md) * r * wv[i].x + bv[i].x,
+                    (v[i].y - md) * r * wv[i].y + bv[i].y, (v[i].z - md) * r * wv[i].z + bv[i].z, (v[i].w - md) * r * wv[i].w + bv[i].w);
+            }
+            if (lane == 0) { mean[row] = m0 + md; rstd[row] = r; }
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the copy engine reads os next
+            __syncwarp();
+            if (lane == 0) {
+                asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
+                             :: "l"(out + (int64_t)row * C), "r"(smem_addr(os)), "r"(bytes) : "memory");
+                asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+            }
         }
     }
-    if (store_mode && lane == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
-    if (stamps != nullptr && lane == 0) {
+    if constexpr (STORE) if (lane == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+    if constexpr (STAMPS) if (lane == 0) {
         const int gw = blockIdx.x * nwarps + warp;
         stamps[3 * gw] = t_start; stamps[3 * gw + 1] = t_first; stamps[3 * gw + 2] = gtime();
     }
 }
+#define V7_VARIANT(NAME, STORE, PREFETCH, STAGGER, STAMPS)                                          \
+    extern "C" __global__ void __launch_bounds__(512) NAME(LN_ARGS, int P, int D, int late_warp,   \
+                                                           int delay_ns, unsigned long long* stamps) { \
+        v7_variant<STORE, PREFETCH, STAGGER, STAMPS>(x, w, b, out, mean, rstd, N, C, eps, P, D,     \
+                                                     late_warp, delay_ns, stamps); }
+V7_VARIANT(x_v7_base, false, false, false, false)
+V7_VARIANT(x_v7_bulk_store, true, false, false, false)
+V7_VARIANT(x_v7_prefetch, false, true, false, false)
+V7_VARIANT(x_v7_stagger, false, false, true, false)
+V7_VARIANT(x_v7_stamped, false, false, false, true)
 
 // the float4 copy with the same stamps: (start, first load back, end) per warp
 extern "C" __global__ void x_copy_stamped(const float4* __restrict__ x, float4* __restrict__ y, int n4,
@@ -646,40 +675,43 @@ def e_landing(B):
 def e_dynamic(B):
     """rows from counters: one global counter; per-block global counters (+ stealing); a
     shared-memory counter per block."""
-    for mode, ksteal, label in ((0, 0, "one global counter"), (1, 0, "per-block global counters"),
-                                (1, 8, "per-block global counters, steal from 8"), (2, 0, "per-block shared counter")):
+    for kernel, ksteal, label in (("global", 0, "one global counter"), ("blocks", 0, "per-block global counters"),
+                                  ("blocks", 8, "per-block global counters, steal from 8"),
+                                  ("shared", 0, "per-block shared counter")):
         for warps, P, per_sm in ((8, 1, 2), (8, 2, 1)):
             smem = B.slots_smem(warps, P)
             B.time(f"{label}, W={warps} P={P} blocks/SM={per_sm}",
-                   B.ln("x_dynamic", "iPii", (), warps, per_sm, smem,
-                        lambda dd, P=P, mode=mode, k=ksteal: (P, dd.scratch("ctrs", 1024, np.int32), mode, k)))
+                   B.ln(f"x_dynamic_{kernel}", "iPi", (), warps, per_sm, smem,
+                        lambda dd, P=P, k=ksteal: (P, dd.scratch("ctrs", 1024, np.int32), k)))
 
 
-def _variant(B, warps, P, per_sm, store_mode=0, D_ahead=0, late=99, delay=0, stamps=False):
-    smem = B.slots_smem(warps, P, 2 if store_mode else 0)
-    return B.ln("x_v7_variant", "iiiiiP", (), warps, per_sm, smem,
-                lambda dd: (P, store_mode, D_ahead, late, delay,
-                            dd.scratch("stamps", 3 * 132 * 64, np.uint64) if stamps else np.intp(0)))
+def _variant(B, kernel, warps, P, per_sm, D_ahead=0, late=99, delay=0):
+    """A launcher for x_v7_<kernel> (base, bulk_store, prefetch, stagger, stamped)."""
+    smem = B.slots_smem(warps, P, 2 if kernel == "bulk_store" else 0)
+    return B.ln(f"x_v7_{kernel}", "iiiiP", (), warps, per_sm, smem,
+                lambda dd: (P, D_ahead, late, delay, dd.scratch("stamps", 3 * 132 * 64, np.uint64)))
 
 
 def e_bulk_store(B):
     """the output through two shared-memory out slots per warp and bulk stores."""
     for warps, P, per_sm in ((8, 1, 2), (8, 2, 1), (16, 1, 1)):
-        B.time(f"W={warps} P={P} blocks/SM={per_sm}", _variant(B, warps, P, per_sm, store_mode=1))
+        B.time(f"without, W={warps} P={P} blocks/SM={per_sm}", _variant(B, "base", warps, P, per_sm))
+        B.time(f"with,    W={warps} P={P} blocks/SM={per_sm}", _variant(B, "bulk_store", warps, P, per_sm))
 
 
 def e_prefetch(B):
     """cp.async.bulk.prefetch.L2 of the row D ahead of the slots (D = 1000: every row at the start)."""
-    for D_ahead in (1, 4, 1000):
-        for warps, P, per_sm in ((8, 1, 2), (8, 2, 2)):
-            B.time(f"D={D_ahead} W={warps} P={P} blocks/SM={per_sm}", _variant(B, warps, P, per_sm, D_ahead=D_ahead))
+    for warps, P, per_sm in ((8, 1, 2), (8, 2, 2)):
+        B.time(f"no prefetch W={warps} P={P} blocks/SM={per_sm}", _variant(B, "base", warps, P, per_sm))
+        for D_ahead in (1, 4, 1000):
+            B.time(f"D={D_ahead} W={warps} P={P} blocks/SM={per_sm}", _variant(B, "prefetch", warps, P, per_sm, D_ahead))
 
 
 def e_stagger(B):
     """warps >= k of each block wait delay_ns before their first request."""
-    B.time("no stagger, W=8 P=1 blocks/SM=2", _variant(B, 8, 1, 2))
+    B.time("no stagger, W=8 P=1 blocks/SM=2", _variant(B, "base", 8, 1, 2))
     for late, delay in ((4, 200), (4, 800), (2, 400), (6, 800)):
-        B.time(f"warps >= {late} wait {delay} ns", _variant(B, 8, 1, 2, late=late, delay=delay))
+        B.time(f"warps >= {late} wait {delay} ns", _variant(B, "stagger", 8, 1, 2, late=late, delay=delay))
 
 
 def e_timeline(B):
@@ -690,7 +722,7 @@ def e_timeline(B):
              lambda dd, p=p: fc.prepared_call((B.sms * p, 1, 1), (256, 1, 1), dd.x, dd.out, n4,
                                               dd.scratch("stamps", 3 * 132 * 64, np.uint64)), B.sms * p * 8, 8)
             for p in (4, 8)]
-    runs += [(f"v7, W={w} P={P} blocks/SM={p}", _variant(B, w, P, p, stamps=True), B.sms * p * w, w)
+    runs += [(f"v7, W={w} P={P} blocks/SM={p}", _variant(B, "stamped", w, P, p), B.sms * p * w, w)
              for w, P, p in ((8, 1, 2), (16, 1, 1), (8, 2, 1))]
     buf = np.zeros(3 * 132 * 64, np.uint64)
     for label, go, nwarps, per_block in runs:
