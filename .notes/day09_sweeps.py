@@ -77,17 +77,6 @@ __device__ __forceinline__ WarpSlots warp_slots(unsigned char* smem, int P, int 
 }
 
 template <int ITEMS>
-__device__ __forceinline__ void load_wb(const float* w, const float* b, int nvec, int lane,
-                                        float4 (&wv)[ITEMS], float4 (&bv)[ITEMS]) {
-#pragma unroll
-    for (int i = 0; i < ITEMS; ++i) {
-        const int j = lane + 32 * i;
-        if (j < nvec) { wv[i] = __ldg(reinterpret_cast<const float4*>(w) + j);
-                        bv[i] = __ldg(reinterpret_cast<const float4*>(b) + j); }
-    }
-}
-
-template <int ITEMS>
 __device__ __forceinline__ void slot_to_regs(const float* slot, int nvec, int lane, float4 (&v)[ITEMS]) {
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i) { const int j = lane + 32 * i; if (j < nvec) v[i] = reinterpret_cast<const float4*>(slot)[j]; }
@@ -95,6 +84,18 @@ __device__ __forceinline__ void slot_to_regs(const float* slot, int nvec, int la
 
 __device__ __forceinline__ int block_first_row(int N) { return (int)((int64_t)N * blockIdx.x / gridDim.x); }
 __device__ __forceinline__ int block_end_row(int N) { return (int)((int64_t)N * (blockIdx.x + 1) / gridDim.x); }
+
+// rows of this warp when the block's rows row0.. are dealt to its warps round-robin
+__device__ __forceinline__ int rows_of_warp(int N, int row0) {
+    const int warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    return (block_end_row(N) - row0 - warp + nwarps - 1) / nwarps;
+}
+
+// lane 0: one arrival per phase on each of the warp's P slot barriers, visible to the copy engine
+__device__ __forceinline__ void init_barriers(const WarpSlots& ws, int P) {
+    for (int s = 0; s < P; ++s) mbar_init(&ws.bars[s], 1);
+    mbar_init_fence();
+}
 
 #define LN_ARGS const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b, \
     float* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd, int N, int C, float eps
@@ -108,11 +109,10 @@ extern "C" __global__ void __launch_bounds__(1024) x_smem_passes(LN_ARGS, int P)
     extern __shared__ __align__(128) unsigned char smem[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     const WarpSlots ws = warp_slots(smem, P, C, 0);
-    const int row0 = block_first_row(N), nrows = (block_end_row(N) - row0 - warp + nwarps - 1) / nwarps;
+    const int row0 = block_first_row(N), nrows = rows_of_warp(N, row0);
     const uint32_t bytes = (uint32_t)C * 4u;
     if (lane == 0) {
-        for (int s = 0; s < P; ++s) mbar_init(&ws.bars[s], 1);
-        mbar_init_fence();
+        init_barriers(ws, P);
         for (int t = 0; t < P && t < nrows; ++t)
             bulk_load(ws.slots + (size_t)t * C, x + (int64_t)(row0 + warp + t * nwarps) * C, bytes, &ws.bars[t]);
     }
@@ -152,23 +152,8 @@ extern "C" __global__ void __launch_bounds__(1024) x_smem_passes(LN_ARGS, int P)
 
 // ---- v6 with v7's split: contiguous, equal shares of rows per block ---------------------------
 extern "C" __global__ void __launch_bounds__(512) x_v6_split(LN_ARGS) {
-    constexpr int ITEMS = 6;
-    const int lane = threadIdx.x & 31, nvec = C / 4, stride = blockDim.x >> 5;
-    int row = block_first_row(N) + (threadIdx.x >> 5);
-    N = block_end_row(N);
-    float4 wv[ITEMS], bv[ITEMS], a[ITEMS], bb[ITEMS];
-    load_wb<ITEMS>(w, b, nvec, lane, wv, bv);
-    if (row < N) load_row4<ITEMS>(x + (int64_t)row * C, nvec, lane, a);
-    while (row < N) {
-        const int r1 = row + stride;
-        if (r1 < N) load_row4<ITEMS>(x + (int64_t)r1 * C, nvec, lane, bb);
-        normalize_row4<ITEMS>(a, wv, bv, out + (int64_t)row * C, mean + row, rstd + row, C, nvec, lane, eps);
-        if (r1 >= N) break;
-        const int r2 = r1 + stride;
-        if (r2 < N) load_row4<ITEMS>(x + (int64_t)r2 * C, nvec, lane, a);
-        normalize_row4<ITEMS>(bb, wv, bv, out + (int64_t)r1 * C, mean + r1, rstd + r1, C, nvec, lane, eps);
-        row = r2;
-    }
+    layernorm_v6_rows<6>(x, w, b, out, mean, rstd, block_first_row(N) + (threadIdx.x >> 5),
+                         blockDim.x >> 5, block_end_row(N), C, eps);
 }
 
 // ---- floors: a float4 copy and a float4 read-only sum, and an empty kernel ------------------
@@ -260,11 +245,10 @@ __device__ __forceinline__ void landing_order(LN_ARGS) {
     extern __shared__ __align__(128) unsigned char smem[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     const WarpSlots ws = warp_slots(smem, P, C, 0);
-    const int row0 = block_first_row(N), nrows = (block_end_row(N) - row0 - warp + nwarps - 1) / nwarps;
+    const int row0 = block_first_row(N), nrows = rows_of_warp(N, row0);
     const uint32_t bytes = (uint32_t)C * 4u;
     if (lane == 0) {
-        for (int s = 0; s < P; ++s) mbar_init(&ws.bars[s], 1);
-        mbar_init_fence();
+        init_barriers(ws, P);
         for (int s = 0; s < P; ++s) {
             ws.rows[s] = s < nrows ? row0 + warp + s * nwarps : -1;
             if (s < nrows) bulk_load(ws.slots + (size_t)s * C, x + (int64_t)ws.rows[s] * C, bytes, &ws.bars[s]);
@@ -274,7 +258,7 @@ __device__ __forceinline__ void landing_order(LN_ARGS) {
     __syncwarp();
     const int nvec = C >> 2;
     float4 wv[ITEMS], bv[ITEMS], v[ITEMS];
-    load_wb<ITEMS>(w, b, nvec, lane, wv, bv);
+    load_wb4<ITEMS>(w, b, nvec, lane, wv, bv);
     uint32_t phase = 0;  // bit s: parity of slot s's next phase
     for (int done = 0; done < nrows; ++done) {
         int s = 0;
@@ -346,8 +330,7 @@ __device__ __forceinline__ void dynamic_rows(LN_ARGS, int P, int* __restrict__ c
     if (threadIdx.x == 0) s_next = 0;
     __syncthreads();
     if (lane == 0) {
-        for (int s = 0; s < P; ++s) mbar_init(&ws.bars[s], 1);
-        mbar_init_fence();
+        init_barriers(ws, P);
         for (int s = 0; s < P; ++s) {
             int row;
             if (mode == 0) { raw = grab(); row = resolve(); }
@@ -360,7 +343,7 @@ __device__ __forceinline__ void dynamic_rows(LN_ARGS, int P, int* __restrict__ c
     __syncwarp();
     const int nvec = C >> 2;
     float4 wv[ITEMS], bv[ITEMS], v[ITEMS];
-    load_wb<ITEMS>(w, b, nvec, lane, wv, bv);
+    load_wb4<ITEMS>(w, b, nvec, lane, wv, bv);
     // slots are consumed in order t % P and hold rows in grab order; a slot holding N is empty
     for (int t = 0, empty = 0; empty < P; ++t) {
         const int s = t % P, row = ws.rows[s];
@@ -409,12 +392,11 @@ __device__ __forceinline__ void v7_variant(LN_ARGS, int P, int D, int late_warp,
     extern __shared__ __align__(128) unsigned char smem[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     const WarpSlots ws = warp_slots(smem, P, C, STORE ? 2 : 0);
-    const int row0 = block_first_row(N), nrows = (block_end_row(N) - row0 - warp + nwarps - 1) / nwarps;
+    const int row0 = block_first_row(N), nrows = rows_of_warp(N, row0);
     const uint32_t bytes = (uint32_t)C * 4u;
     auto rowp = [&](int t) { return x + (int64_t)(row0 + warp + t * nwarps) * C; };
     if (lane == 0) {
-        for (int s = 0; s < P; ++s) mbar_init(&ws.bars[s], 1);
-        mbar_init_fence();
+        init_barriers(ws, P);
         if constexpr (STAGGER) {
             if (warp >= late_warp) { const unsigned long long t0 = gtime(); while (gtime() - t0 < (unsigned long long)delay_ns) {} }
         }
@@ -424,7 +406,7 @@ __device__ __forceinline__ void v7_variant(LN_ARGS, int P, int D, int late_warp,
     __syncwarp();
     const int nvec = C >> 2;
     float4 wv[ITEMS], bv[ITEMS], v[ITEMS];
-    load_wb<ITEMS>(w, b, nvec, lane, wv, bv);
+    load_wb4<ITEMS>(w, b, nvec, lane, wv, bv);
     for (int t = 0; t < nrows; ++t) {
         const int s = t % P, row = row0 + warp + t * nwarps;
         mbar_wait(&ws.bars[s], (uint32_t)(t / P) & 1u);
@@ -440,22 +422,10 @@ __device__ __forceinline__ void v7_variant(LN_ARGS, int P, int D, int late_warp,
         } else {
             if (lane == 0) asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");  // out slot t&1 is free
             __syncwarp();
-            // normalize_row4's arithmetic with the out slot as the target
+            // normalize_row4 with the out slot as the target
             float* os = ws.slots + (size_t)(P + (t & 1)) * C;
-            float s1 = 0.f;
-#pragma unroll
-            for (int i = 0; i < ITEMS; ++i) if (lane + 32 * i < nvec) s1 += (v[i].x + v[i].y) + (v[i].z + v[i].w);
-            const float m0 = warp_sum(s1) / C;
-            float2 aq = make_float2(0.f, 0.f);
-#pragma unroll
-            for (int i = 0; i < ITEMS; ++i) if (lane + 32 * i < nvec) {
-                v[i].x -= m0; v[i].y -= m0; v[i].z -= m0; v[i].w -= m0;
-                aq.x += (v[i].x + v[i].y) + (v[i].z + v[i].w);
-                aq.y += (v[i].x * v[i].x + v[i].y * v[i].y) + (v[i].z * v[i].z + v[i].w * v[i].w);
-            }
-            aq = warp_sum2(aq);
-            float md, r;
-            finish_stats(aq.x, aq.y, C, eps, md, r);
+            float m0, md, r;
+            row_stats4<ITEMS>(v, C, nvec, lane, eps, m0, md, r);
 #pragma unroll
             for (int i = 0; i < ITEMS; ++i) {
                 const int j = lane + 32 * i;

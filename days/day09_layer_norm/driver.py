@@ -166,10 +166,9 @@ def launch(version, d):
         # one wave of blocks, each with a contiguous share of the rows
         grid = min(device_info()["sms"] * blocks_per_sm(fn, threads, smem), n)
         fn.prepared_call((grid, 1, 1), (threads, 1, 1), *args, slots, shared_size=smem)
-    elif version in ("v4", "v5", "v6", "v7"):
-        if version == "v7":  # v7 does not apply here: v6 (which itself may fall back to v5)
-            version = "v6"
-        name, threads = {"v4": v4_config, "v5": v5_config, "v6": v6_config}[version](c)
+    elif version in ("v4", "v5", "v6", "v7"):  # v7 where it does not apply runs v6
+        name, threads = {"v4": v4_config, "v5": v5_config, "v6": v6_config,
+                         "v7": v6_config}[version](c)
         if "_v6_" in name:  # persistent: one full wave of blocks, no more than the rows need
             fn = K(name, SIG)
             grid = min(device_info()["sms"] * blocks_per_sm(fn, threads), H.cdiv(n, threads // 32))

@@ -518,17 +518,31 @@ __device__ __forceinline__ void load_row4(const float* __restrict__ xr, int nvec
     }
 }
 
+// weight and bias as float4 registers, the same lane layout as the row
 template <int ITEMS>
-__device__ __forceinline__ void normalize_row4(float4 (&v)[ITEMS], const float4 (&wv)[ITEMS],
-                                               const float4 (&bv)[ITEMS], float* __restrict__ outr,
-                                               float* __restrict__ mean_out,
-                                               float* __restrict__ rstd_out, int C, int nvec,
-                                               int lane, float eps) {
+__device__ __forceinline__ void load_wb4(const float* __restrict__ w, const float* __restrict__ b,
+                                         int nvec, int lane, float4 (&wv)[ITEMS],
+                                         float4 (&bv)[ITEMS]) {
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+        const int j = lane + 32 * i;
+        if (j < nvec) {
+            wv[i] = __ldg(reinterpret_cast<const float4*>(w) + j);
+            bv[i] = __ldg(reinterpret_cast<const float4*>(b) + j);
+        }
+    }
+}
+
+// The corrected two-pass statistics of a row held by a warp: v becomes v - m0 in place,
+// and the row's mean is m0 + md, its rstd r.
+template <int ITEMS>
+__device__ __forceinline__ void row_stats4(float4 (&v)[ITEMS], int C, int nvec, int lane,
+                                           float eps, float& m0, float& md, float& r) {
     float s = 0.f;
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i)
         if (lane + 32 * i < nvec) s += (v[i].x + v[i].y) + (v[i].z + v[i].w);
-    const float m0 = warp_sum(s) / C;
+    m0 = warp_sum(s) / C;
 
     float2 aq = make_float2(0.f, 0.f);
 #pragma unroll
@@ -540,9 +554,17 @@ __device__ __forceinline__ void normalize_row4(float4 (&v)[ITEMS], const float4 
         }
     }
     aq = warp_sum2(aq);
-    float md, r;
     finish_stats(aq.x, aq.y, C, eps, md, r);
+}
 
+template <int ITEMS>
+__device__ __forceinline__ void normalize_row4(float4 (&v)[ITEMS], const float4 (&wv)[ITEMS],
+                                               const float4 (&bv)[ITEMS], float* __restrict__ outr,
+                                               float* __restrict__ mean_out,
+                                               float* __restrict__ rstd_out, int C, int nvec,
+                                               int lane, float eps) {
+    float m0, md, r;
+    row_stats4<ITEMS>(v, C, nvec, lane, eps, m0, md, r);
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i) {
         const int j = lane + 32 * i;
@@ -562,37 +584,41 @@ __device__ __forceinline__ void normalize_row4(float4 (&v)[ITEMS], const float4 
 }
 
 // Two register arrays, a and b, take turns: while one row is reduced and written from one,
-// the loads of the next row into the other are already on their way.
+// the loads of the next row into the other are already on their way. The warp's rows are
+// row, row + stride, ... below end.
+template <int ITEMS>
+__device__ __forceinline__ void layernorm_v6_rows(
+    const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b,
+    float* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd, int row,
+    int stride, int end, int C, float eps) {
+    const int lane = threadIdx.x & 31;
+    const int nvec = C / 4;
+    float4 wv[ITEMS], bv[ITEMS], a[ITEMS], bb[ITEMS];
+    load_wb4<ITEMS>(w, b, nvec, lane, wv, bv);
+    if (row < end) load_row4<ITEMS>(x + (int64_t)row * C, nvec, lane, a);
+    while (row < end) {
+        const int r1 = row + stride;
+        if (r1 < end) load_row4<ITEMS>(x + (int64_t)r1 * C, nvec, lane, bb);
+        normalize_row4<ITEMS>(a, wv, bv, out + (int64_t)row * C, mean + row, rstd + row, C, nvec,
+                              lane, eps);
+        if (r1 >= end) break;
+        const int r2 = r1 + stride;
+        if (r2 < end) load_row4<ITEMS>(x + (int64_t)r2 * C, nvec, lane, a);
+        normalize_row4<ITEMS>(bb, wv, bv, out + (int64_t)r1 * C, mean + r1, rstd + r1, C, nvec,
+                              lane, eps);
+        row = r2;
+    }
+}
+
+// One wave of blocks; warp g of the grid takes rows g, g + (warps in the grid), ...
 #define LN_V6(ITEMS)                                                                            \
     extern "C" __global__ void __launch_bounds__(256) layernorm_v6_items##ITEMS(               \
         const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b,  \
         float* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd, int N,     \
         int C, float eps) {                                                                     \
-        const int lane = threadIdx.x & 31;                                                      \
-        const int nvec = C / 4;                                                                 \
-        const int stride = gridDim.x * (blockDim.x >> 5);                                       \
-        int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);                          \
-        float4 wv[ITEMS], bv[ITEMS], a[ITEMS], bb[ITEMS];                                       \
-        _Pragma("unroll") for (int i = 0; i < ITEMS; ++i) {                                     \
-            const int j = lane + 32 * i;                                                        \
-            if (j < nvec) {                                                                     \
-                wv[i] = __ldg(reinterpret_cast<const float4*>(w) + j);                          \
-                bv[i] = __ldg(reinterpret_cast<const float4*>(b) + j);                          \
-            }                                                                                   \
-        }                                                                                       \
-        if (row < N) load_row4<ITEMS>(x + (int64_t)row * C, nvec, lane, a);                     \
-        while (row < N) {                                                                       \
-            const int r1 = row + stride;                                                        \
-            if (r1 < N) load_row4<ITEMS>(x + (int64_t)r1 * C, nvec, lane, bb);                  \
-            normalize_row4<ITEMS>(a, wv, bv, out + (int64_t)row * C, mean + row, rstd + row, C, \
-                                  nvec, lane, eps);                                             \
-            if (r1 >= N) break;                                                                 \
-            const int r2 = r1 + stride;                                                         \
-            if (r2 < N) load_row4<ITEMS>(x + (int64_t)r2 * C, nvec, lane, a);                   \
-            normalize_row4<ITEMS>(bb, wv, bv, out + (int64_t)r1 * C, mean + r1, rstd + r1, C,   \
-                                  nvec, lane, eps);                                             \
-            row = r2;                                                                           \
-        }                                                                                       \
+        layernorm_v6_rows<ITEMS>(x, w, b, out, mean, rstd,                                      \
+                                 blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5),           \
+                                 gridDim.x * (blockDim.x >> 5), N, C, eps);                     \
     }
 
 LN_V6(1)
@@ -705,14 +731,7 @@ __device__ __forceinline__ void layernorm_v7_body(
 
     const int nvec = C >> 2;
     float4 wv[ITEMS], bv[ITEMS], v[ITEMS];
-#pragma unroll
-    for (int i = 0; i < ITEMS; ++i) {
-        const int j = lane + 32 * i;
-        if (j < nvec) {
-            wv[i] = __ldg(reinterpret_cast<const float4*>(w) + j);
-            bv[i] = __ldg(reinterpret_cast<const float4*>(b) + j);
-        }
-    }
+    load_wb4<ITEMS>(w, b, nvec, lane, wv, bv);
     for (int t = 0; t < nrows; ++t) {
         const int s = t % P, row = row_of(t);
         mbar_wait(&bars[s], (uint32_t)(t / P) & 1u);  // phase t / P of slot s: row t landed
