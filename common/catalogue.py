@@ -19,18 +19,24 @@ class Day(NamedTuple):
         return f"day{self.number:02d}_{self.slug}"
 
 
+# The arcs of ../shared/CURRICULUM.md: number -> (title, first day, last day)
 ARCS = {
-    1: "First kernels",
-    2: "The first network and its gradients",
-    3: "Memory and the machine",
-    4: "Beyond dense math",
-    5: "Tensor cores and Hopper",
-    6: "The runtime",
-    7: "Training from scratch",
-    8: "Transformer kernels",
-    9: "Models and scale-out",
-    10: "Domains, compilers, the final project",
+    1: ("First kernels", 1, 14),
+    2: ("The first network and its gradients", 15, 20),
+    3: ("Memory and the machine", 21, 30),
+    4: ("Beyond dense math", 31, 40),
+    5: ("Tensor cores and Hopper", 41, 50),
+    6: ("The runtime", 51, 60),
+    7: ("Training from scratch", 61, 70),
+    8: ("Transformer kernels", 71, 80),
+    9: ("Models and scale-out", 81, 90),
+    10: ("Domains, compilers, the final project", 91, 100),
 }
+
+
+def arc_of(n: int) -> int:
+    return next(a for a, (_, lo, hi) in ARCS.items() if lo <= n <= hi)
+
 
 _ROWS = """
 1 hello_cuda Device query, measured copy bandwidth, hello from threads
@@ -141,7 +147,7 @@ def _build() -> dict[int, Day]:
     for line in _ROWS.strip().splitlines():
         num, slug, title = line.split(" ", 2)
         n = int(num)
-        days[n] = Day(n, slug, title, ARCS[(n - 1) // 10 + 1])
+        days[n] = Day(n, slug, title, ARCS[arc_of(n)][0])
     assert sorted(days) == list(range(1, 101)), "the catalogue must hold days 1..100"
     return days
 

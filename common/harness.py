@@ -16,6 +16,12 @@ and optionally:
                                            an op beside the versions (an inverse, a gradient) is
                                            checked and timed with common.runner.check_and_time
     SM90A = True                           build kernel.cu for sm_90a
+    BEST = "vN"                            the version the public functions default to: the
+                                           fastest correct one as measured (tests check it)
+    BAR = [...]                            the day's bar, judged in progress.md (common/bars.py)
+    WRONG_ON = {"v1": "why"}               versions kept to show a failure (never the best)
+
+Public numpy-in/numpy-out functions check their arguments with common.args first.
 """
 from __future__ import annotations
 
@@ -44,6 +50,8 @@ class Case:
     outputs: dict[str, tuple[tuple, object]]          # name -> (shape, dtype)
     reference: Callable[[], dict] | None = None       # -> name -> float64/int array
     bytes: int = 0                                    # bytes the op must move (read once + write once)
+    read_bytes: int | None = None                     # of those, bytes read (None: half, as a copy);
+                                                      # the memory ceiling moves the same mix
     flops: int = 0                                    # FLOPs the op must do
     unit: str = "fp32"                                # compute unit for the FLOP ceiling
     tol: float | dict | None = None                   # rel-L2 tolerance (default: by output dtype)
