@@ -8,7 +8,7 @@ PY := $(shell python3 -c "import numpy, pytest, tabulate" 2>/dev/null && echo py
 PYTEST := $(PY) -m pytest -q -rs
 N ?=
 
-.PHONY: help setup day test-all test-cpu test-gpu bench progress compile ncu sanitize clean
+.PHONY: help setup day test-all test-cpu test-gpu bench progress plots compile ncu sanitize clean
 
 help:
 	@echo "make setup            create/reuse the environment (pycuda only where a CUDA driver exists)"
@@ -18,6 +18,7 @@ help:
 	@echo "make test-gpu         only the GPU tests; fails (does not skip) without a GPU"
 	@echo "make bench [SAVE=1]   every built day: ragged checks + benchmark sizes (SAVE=1 writes results/)"
 	@echo "make progress         regenerate progress.md from days/ and results/"
+	@echo "make plots            redraw every day's figures from results/ (needs matplotlib)"
 	@echo "make compile          nvcc every kernel.cu, print registers/shared memory/spills"
 	@echo "make ncu N=5          Nsight Compute on day 5's best version"
 	@echo "make sanitize N=5     compute-sanitizer memcheck + racecheck on day 5's checks"
@@ -45,7 +46,11 @@ test-all: setup
 test-cpu: setup
 	$(PYTEST) -m "not gpu" tests
 
+# why there is no usable GPU ('' when there is one); read when test-gpu runs
+NO_GPU = $(shell $(PY) -c "from common.gpu import gpu_status; ok, why = gpu_status(); print('' if ok else why)")
+
 test-gpu: setup
+	$(if $(NO_GPU),$(error make test-gpu needs a CUDA GPU and there is none: $(NO_GPU)))
 	REQUIRE_GPU=1 $(PYTEST) -m gpu tests
 
 bench: setup
@@ -53,6 +58,9 @@ bench: setup
 
 progress: setup
 	$(PY) -m common.progress
+
+plots: setup
+	$(PY) -m common.plot
 
 compile: setup
 	$(PY) run_day.py --all --regs

@@ -159,9 +159,14 @@ def results_block(rec: dict | None) -> str:
     from .report import fmt
 
     dev = rec["device"]
-    out = [f"Measured on {dev['name']} ({dev.get('sms', '?')} SMs), driver {rec.get('driver', '?')}, "
-           f"CUDA {rec.get('cuda', '?')}, {rec['date']}, commit {rec['commit']}; "
-           f"device-to-device copy {rec.get('copy_bandwidth_gbps', 0):.0f} GB/s. "
+    ceil = _ceilings(rec)
+    stream = (f"copy {ceil['copy_gbps']:.0f} GB/s, read-only {ceil['read_gbps']:.0f} GB/s "
+              "(fastest stream kernels, measured in this run)" if ceil.get("read_gbps")
+              else f"device-to-device copy {ceil.get('copy_gbps') or 0:.0f} GB/s")
+    sheet = f"; datasheet {ceil['datasheet_gbps']:.0f} GB/s" if ceil.get("datasheet_gbps") else ""
+    out = [f"Measured on {dev['name']} ({dev.get('sms', '?')} SMs, "
+           f"{(dev.get('l2_bytes') or 0) / 2 ** 20:.0f} MB L2), driver {rec.get('driver', '?')}, "
+           f"CUDA {rec.get('cuda', '?')}, {rec['date']}, commit {rec['commit']}; {stream}{sheet}. "
            "Median of repeated runs, L2 flushed before each; generated from "
            f"`results/day{rec['day']:02d}.json`."]
     if rec.get("failures"):
@@ -171,9 +176,17 @@ def results_block(rec: dict | None) -> str:
         if not rows:
             continue
         tf = bool(c.get("flops"))
-        ceil = c.get("ceiling", {})
-        ceil_txt = (f"{ceil.get('tflops') or 0:.0f} TFLOP/s ({ceil.get('source', '')})" if tf
-                    else f"{ceil.get('gbps', 0):.0f} GB/s copy")
+        cl = c.get("ceiling", {})
+        if tf:
+            ceil_txt = f"{cl.get('tflops') or 0:.0f} TFLOP/s ({cl.get('source', '')})"
+        elif cl.get("mix"):
+            r_, w_ = cl["mix"]
+            what = "read-only stream" if not w_ else f"stream of {r_} read : {w_} written"
+            ceil_txt = f"{cl.get('gbps', 0):.0f} GB/s, {what}"
+            if c.get("size_ceiling"):
+                ceil_txt += f"; the same bytes at this size {c['size_ceiling']['gbps']:.0f} GB/s"
+        else:
+            ceil_txt = f"{cl.get('gbps', 0):.0f} GB/s copy"
         table_rows = [[r["version"], r.get("description", ""), f"{r['median_ms']:.4g}",
                        fmt(r.get("tflops") if tf else r.get("gbps"), ".1f" if tf else ".0f"),
                        fmt(r.get("pct_of_ceiling"), ".1f"), fmt(r.get("speedup_vs_v1"), ".2f"),

@@ -34,7 +34,7 @@ def git_commit() -> str:
 def environment() -> dict:
     from .build import BASE_FLAGS, nvcc_version
     from .gpu import device_info, driver_release
-    from .timing import copy_bandwidth_gbps
+    from .timing import copy_bandwidth_gbps, datasheet_bandwidth_gbps, read_bandwidth_gbps
 
     info = dict(device_info())
     return {
@@ -45,6 +45,11 @@ def environment() -> dict:
         "nvcc_flags": BASE_FLAGS + [f"-arch compute_{info['arch'][3:]} -code {info['arch']}"],
         "clocks": {"sm_max_mhz": info.get("sm_clock_mhz"), "mem_mhz": info.get("mem_clock_mhz")},
         "copy_bandwidth_gbps": copy_bandwidth_gbps(),
+        "ceilings": {"copy_gbps": copy_bandwidth_gbps(), "read_gbps": read_bandwidth_gbps(),
+                     "datasheet_gbps": datasheet_bandwidth_gbps(),
+                     "how": "best float4 stream kernel (or cuMemcpyDtoD) at 1 GiB an array, L2 "
+                            "flushed before each run; each case is held to the stream of its own "
+                            "mix of reads and writes (case.ceiling)"},
     }
 
 

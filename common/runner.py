@@ -85,11 +85,27 @@ def check_sizes(drv, rep: Report, versions: list[str], sizes: list[tuple]):
         rep.say(f"  check {H.size_str(size):>16} (seed {seed}): " + ", ".join(parts))
 
 
+def case_ceilings(case) -> dict:
+    """What a case is measured against: for a memory-bound op the stream ceiling of its mix of
+    reads and writes (at 1 GiB an array) and the same bytes moved at this size; for a
+    compute-bound op the datasheet rate of its unit."""
+    from .timing import compute_ceiling_tflops, mix_of, stream_ceiling
+
+    if case.flops:
+        tf, src = compute_ceiling_tflops(case.unit)
+        return {"tflops": tf, "source": src}
+    if not case.bytes:
+        return {}
+    mix = mix_of(case.bytes, case.read_bytes)
+    full = stream_ceiling(mix)
+    at_size = stream_ceiling(mix, case.bytes)
+    return {"gbps": full.gbps, "mix": list(mix), "source": full.source,
+            "size_gbps": at_size.gbps, "size_ms": at_size.ms, "size_source": at_size.source}
+
+
 def bench_size(drv, rep: Report, versions: list[str], size: tuple, *, timed: bool = True,
                with_baselines: bool = True):
     """Check, time and re-check every version at one size; print and record the table."""
-    from .timing import compute_ceiling_tflops, copy_bandwidth_gbps
-
     seed = _seed_for(size)
     case = drv.make_case(size, np.random.default_rng(seed))
     case.seed = seed
@@ -97,8 +113,7 @@ def bench_size(drv, rep: Report, versions: list[str], size: tuple, *, timed: boo
     expected = case.expected()
     ref_s = time.perf_counter() - t0
     d = H.DeviceCase(case)
-    copy_bw = copy_bandwidth_gbps()
-    compute_tf, compute_src = compute_ceiling_tflops(case.unit) if case.flops else (None, "")
+    ceil = case_ceilings(case) if timed else {}
     rep.say(f"\n{H.size_str(size)} (seed {seed}; numpy reference {ref_s:.2f} s)")
 
     rows = []
@@ -108,7 +123,8 @@ def bench_size(drv, rep: Report, versions: list[str], size: tuple, *, timed: boo
             rows.append({"version": v, "description": drv.VERSIONS[v], "skipped": why})
             continue
         row = {"version": v, "description": drv.VERSIONS[v],
-               **check_and_time(rep, v, lambda dd, v=v: drv.launch(v, dd), case, d, timed)}
+               **check_and_time(rep, v, lambda dd, v=v: drv.launch(v, dd), case, d, timed,
+                                ceil=ceil)}
         del row["name"], row["size"]
         rows.append(row)
         rep.say(f"  {v}: {'ok' if row['ok'] else 'FAIL'}"
@@ -123,7 +139,7 @@ def bench_size(drv, rep: Report, versions: list[str], size: tuple, *, timed: boo
             libs = {}
         for name, fn in libs.items():
             try:
-                b = _time_baseline(name, fn, case, expected, copy_bw, compute_tf)
+                b = _time_baseline(name, fn, case, expected, ceil)
                 base_rows.append(b)
                 rep.say(f"  {name}: {fmt_ms(b['median_ms'])}"
                         + ("" if b["ok"] is not False else f" (its output is WRONG: {b['message']})"))
@@ -132,12 +148,17 @@ def bench_size(drv, rep: Report, versions: list[str], size: tuple, *, timed: boo
 
     if timed:
         _speedups(rows, base_rows)
-    rep.cases.append({"size": list(size), "seed": seed, "bytes": case.bytes, "flops": case.flops,
-                      "unit": case.unit if case.flops else None,
-                      "ceiling": ({"tflops": compute_tf, "source": compute_src} if case.flops
-                                  else {"gbps": copy_bw, "source": "measured device-to-device copy"}),
-                      "rows": rows, "baseline": base_rows})
-    _print_table(rep, rows, base_rows, case, copy_bw, compute_tf, compute_src, timed)
+    record = {"size": list(size), "seed": seed, "bytes": case.bytes, "flops": case.flops,
+              "read_bytes": case.read_bytes, "unit": case.unit if case.flops else None,
+              "rows": rows, "baseline": base_rows}
+    if ceil.get("tflops") is not None or case.flops:
+        record["ceiling"] = {"tflops": ceil.get("tflops"), "source": ceil.get("source", "")}
+    elif ceil:
+        record["ceiling"] = {"gbps": ceil["gbps"], "mix": ceil["mix"], "source": ceil["source"]}
+        record["size_ceiling"] = {"gbps": ceil["size_gbps"], "ms": ceil["size_ms"],
+                                  "source": ceil["size_source"]}
+    rep.cases.append(record)
+    _print_table(rep, rows, base_rows, case, ceil, timed)
 
 
 def to_host(out) -> np.ndarray:
@@ -149,7 +170,7 @@ def to_host(out) -> np.ndarray:
     return np.asarray(out)
 
 
-def _time_baseline(name, fn, case, expected, copy_bw, compute_tf) -> dict:
+def _time_baseline(name, fn, case, expected, ceil) -> dict:
     """Run a library call once and check what it returns (if anything) against the reference
     output (the first output, or the one named `fn.output`), then time it."""
     from .check import compare
@@ -168,16 +189,18 @@ def _time_baseline(name, fn, case, expected, copy_bw, compute_tf) -> dict:
          "ok": ok}
     if msg:
         b["message"] = msg
-    _add_rates(b, case, copy_bw, compute_tf)
+    _add_rates(b, case, ceil)
     return b
 
 
-def check_and_time(report: Report, label: str, launch, case, d=None, timed: bool = True) -> dict:
+def check_and_time(report: Report, label: str, launch, case, d=None, timed: bool = True,
+                   ceil: dict | None = None) -> dict:
     """For an op BESIDE the day's versions (an inverse, a fused gradient...): check against the
     reference, and unless timed=False time it and check again, with GB/s or TFLOP/s against
-    this GPU's ceiling. `launch(d)` enqueues the op on DeviceCase d. A wrong answer is added to
-    report.failures (the run's exit code says so). Returns the row (the keys of a table row)."""
-    from .timing import compute_ceiling_tflops, copy_bandwidth_gbps, time_fn
+    this GPU's ceiling for the case (case_ceilings). `launch(d)` enqueues the op on DeviceCase
+    d. A wrong answer is added to report.failures (the run's exit code says so). Returns the
+    row (the keys of a table row)."""
+    from .timing import time_fn
 
     d = d or H.DeviceCase(case)
     as_version = lambda _, dd: launch(dd)
@@ -190,24 +213,24 @@ def check_and_time(report: Report, label: str, launch, case, d=None, timed: bool
         row.update(ok=r.ok and r2.ok, median_ms=t.median_ms, min_ms=t.min_ms, max_ms=t.max_ms,
                    repeats=t.repeats)
         r = r if not r.ok else r2
-        compute_tf = compute_ceiling_tflops(case.unit)[0] if case.flops else None
-        _add_rates(row, case, copy_bandwidth_gbps(), compute_tf)
+        _add_rates(row, case, ceil if ceil is not None else case_ceilings(case))
     if not row["ok"]:
         seed = f" (seed {case.seed})" if case.seed is not None else ""
         report.failures.append(f"{label} at {H.size_str(case.size)}{seed}: {r.message}")
     return row
 
 
-def _add_rates(row, case, copy_bw, compute_tf):
+def _add_rates(row, case, ceil):
     s = row["median_ms"] * 1e-3
     row["gbps"] = case.bytes / s / 1e9 if case.bytes else None
     row["tflops"] = case.flops / s / 1e12 if case.flops else None
-    if case.flops and compute_tf:
-        row["pct_of_ceiling"] = 100 * row["tflops"] / compute_tf
-    elif case.bytes:
-        row["pct_of_ceiling"] = 100 * row["gbps"] / copy_bw
-    else:
-        row["pct_of_ceiling"] = None
+    row["pct_of_ceiling"] = None
+    if case.flops:
+        if ceil.get("tflops"):
+            row["pct_of_ceiling"] = 100 * row["tflops"] / ceil["tflops"]
+    elif case.bytes and ceil.get("gbps"):
+        row["pct_of_ceiling"] = 100 * row["gbps"] / ceil["gbps"]
+        row["pct_of_size_ceiling"] = 100 * row["gbps"] / ceil["size_gbps"]
 
 
 def _speedups(rows, base_rows):
@@ -221,16 +244,24 @@ def _speedups(rows, base_rows):
         r["vs_baseline"] = best_base / r["median_ms"] if best_base else None
 
 
-def _print_table(rep, rows, base_rows, case, copy_bw, compute_tf, compute_src, timed):
+def _print_table(rep, rows, base_rows, case, ceil, timed):
     if not timed:
         rep.section("correctness", [[r["version"], r["description"],
                                      "skip" if "skipped" in r else fmt(r["max_err"]),
                                      "skip" if "skipped" in r else ("ok" if r["ok"] else "FAIL")]
                                     for r in rows], ["version", "what", "max err", "ok"])
         return
+    from .timing import datasheet_bandwidth_gbps
+
     rate_head = "TFLOP/s" if case.flops else "GB/s"
-    ceil = (f"{compute_tf:.0f} TFLOP/s ({compute_src})" if case.flops and compute_tf
-            else f"{copy_bw:.0f} GB/s (device-to-device copy measured now)")
+    if case.flops:
+        ceil_txt = (f"{ceil['tflops']:.0f} TFLOP/s ({ceil['source']})" if ceil.get("tflops")
+                    else "unknown compute ceiling")
+    else:
+        sheet = datasheet_bandwidth_gbps()
+        ceil_txt = (f"{ceil['gbps']:.0f} GB/s ({ceil['source']}, measured now; "
+                    f"the same bytes at this size: {ceil['size_gbps']:.0f} GB/s"
+                    + (f"; datasheet {sheet:.0f} GB/s)" if sheet else ")"))
     out = []
     for r in rows:
         if "skipped" in r:
@@ -250,17 +281,17 @@ def _print_table(rep, rows, base_rows, case, copy_bw, compute_tf, compute_src, t
                     fmt(rate, ".1f" if case.flops else ".0f"), fmt(b.get("pct_of_ceiling"), ".1f"),
                     "", "1.00x" if b["median_ms"] == min(x["median_ms"] for x in base_rows) else "",
                     "", {True: "ok", False: "FAIL", None: "-"}[b["ok"]]])
-    rep.say(f"ceiling: {ceil}")
+    rep.say(f"ceiling: {ceil_txt}")
     rep.say(table(out, ["version", "what", "time median [min-max]", rate_head, "% of ceiling",
                         "vs v1", "vs baseline", "max err", "ok"]))
-    for r in rows:
+    for r in rows + base_rows:
         pct, vs = r.get("pct_of_ceiling"), r.get("vs_baseline")
-        if pct and pct > 110:
-            rep.say(f"  NOTE {r['version']} runs at {pct:.0f}% of the ceiling: possible for a mix of "
-                    "reads and writes other than the copy's 1:1 or for data served from L2; "
-                    "count its bytes again")
+        name = r.get("version", r.get("name"))
+        if pct and pct > 102:
+            rep.say(f"  NOTE {name} runs at {pct:.0f}% of the ceiling: count its bytes again, or "
+                    "explain in the README why it can beat the fastest stream of the same bytes")
         if (pct and pct > 1000) or (vs and vs > 10):
-            rep.say(f"  WARNING {r['version']} beats its ceiling or the library by more than 10x: "
+            rep.say(f"  WARNING {name} beats its ceiling or the library by more than 10x: "
                     "a bug until proven otherwise")
 
 
@@ -292,17 +323,35 @@ def run_day(number: int, mode: str = "default", size: tuple | None = None,
     return rep
 
 
-def reference_only(number: int, stream=sys.stdout):
-    """The no-GPU path: build the small case and run the numpy reference, so the tutorial
-    still runs on a laptop."""
+REFERENCE_MAX_ELEMENTS = 1 << 27  # the no-GPU path runs numpy at sizes up to this product
+
+
+def reference_only(number: int, size: tuple | None = None, stream=sys.stdout):
+    """The no-GPU path: what the day measured on a GPU (results/dayNN.json), then the numpy
+    reference on the small case (or on `size`), so the tutorial still runs on a laptop."""
+    from .progress import results_block
+    from .results import load_all
+
     drv = H.load_driver(number)
-    size = tuple(drv.SIZES["small"])
+    if size is not None and int(np.prod(size, dtype=np.float64)) > REFERENCE_MAX_ELEMENTS:
+        raise H.SizeError(f"size {H.size_str(size)} is too large for the numpy reference on the "
+                          f"CPU (at most {REFERENCE_MAX_ELEMENTS} as the product of the "
+                          "dimensions); pick a smaller --size")
+    rec = load_all().get(number)
+    if rec:
+        print(f"What this day measured on a GPU (results/day{number:02d}.json):\n", file=stream)
+        print(results_block(rec), file=stream)
+        print("", file=stream)
+    else:
+        print("This day has no GPU results yet (results/dayNN.json is written by --bench --save "
+              "on a GPU).", file=stream)
+    size = tuple(size or drv.SIZES["small"])
     case = drv.make_case(size, np.random.default_rng(0))
     t0 = time.perf_counter()
     exp = case.expected()
     dt = time.perf_counter() - t0
-    print(f"ran the numpy reference on the small case {H.size_str(size)} in {dt * 1e3:.1f} ms:",
-          file=stream)
+    print(f"ran the numpy reference on {'the small case ' if size == tuple(drv.SIZES['small']) else ''}"
+          f"{H.size_str(size)} in {dt * 1e3:.1f} ms:", file=stream)
     for k, v in exp.items():
         flat = np.asarray(v).ravel()
         print(f"  {k}: shape {tuple(np.shape(v))}, first values {np.array2string(flat[:4], precision=4)}",

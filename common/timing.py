@@ -98,23 +98,144 @@ def time_fn(fn, *, warmup: int = 3, repeats: int = 30, flush_l2: bool = True,
 
 
 # --- ceilings -------------------------------------------------------------------------------
+#
+# The memory ceiling of an op is the fastest way this GPU offers to move the same bytes: the
+# same bytes read and the same bytes written, timed exactly as the versions are (events, L2
+# flushed by a read before each run). A mix matters: on an H200 (2026-11-23) a tuned kernel
+# that reads two arrays and writes one streams 4445 GB/s, a copy 4283, a read-only pass 4651
+# (.notes/stream_sweep.py). So each op is held to a stream kernel of its own mix (R arrays
+# read, W written, R:W from Case.read_bytes), or to cuMemcpyDtoD for a copy if that is faster.
+# The sweep also chose the kernel: float4, one block per tile of the data (a grid-stride loop
+# over a resident wave was 4-5% slower when writing), plain loads and stores when writing
+# (evict-first hints cost 2-5%), streaming loads when only reading.
+
+_STREAM_SRC = r"""
+__device__ __forceinline__ float4 add4(float4 a, float4 b) {
+    return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+}
+// R arrays read (summed), W arrays written; U float4 per thread; one block per U*blockDim float4
+template <int R, int W, int U>
+__device__ __forceinline__ void stream(const float4* __restrict__ a, const float4* __restrict__ b,
+                                       const float4* __restrict__ c, float4* __restrict__ y,
+                                       float4* __restrict__ z, long long n4, float* sink) {
+    const long long base = (long long)blockIdx.x * blockDim.x * U + threadIdx.x;
+    float4 v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        const long long i = base + (long long)u * blockDim.x;
+        if (i < n4) {
+            v[u] = W == 0 ? __ldcs(a + i) : a[i];
+            if (R > 1) v[u] = add4(v[u], b[i]);
+            if (R > 2) v[u] = add4(v[u], c[i]);
+        }
+    }
+    float acc = 0.f;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        const long long i = base + (long long)u * blockDim.x;
+        if (i < n4) {
+            if (W == 0) acc += (v[u].x + v[u].y) + (v[u].z + v[u].w);
+            if (W > 0) y[i] = v[u];
+            if (W > 1) z[i] = v[u];
+        }
+    }
+    if (W == 0 && acc == 1.2345f) *sink = acc;  // never true (the buffers hold ones): keeps the loads
+}
+#define STREAM(R, W, U) extern "C" __global__ void stream_r##R##w##W##_u##U(                  \
+    const float4* a, const float4* b, const float4* c, float4* y, float4* z, long long n4,     \
+    float* sink) { stream<R, W, U>(a, b, c, y, z, n4, sink); }
+#define STREAMS(R, W) STREAM(R, W, 1) STREAM(R, W, 2)
+STREAMS(1, 0) STREAMS(1, 1) STREAMS(2, 1) STREAMS(3, 1) STREAMS(1, 2)
+"""
+MIXES = ((1, 0), (1, 1), (2, 1), (3, 1), (1, 2))
+_STREAM_VARIANTS = ((1, 128), (2, 128), (1, 256))  # (float4 per thread, threads): the sweep's best
+
+
+def mix_of(nbytes: int, read_bytes: int | None) -> tuple[int, int]:
+    """The (arrays read, arrays written) mix nearest to an op's reads and writes."""
+    if read_bytes is None:
+        return (1, 1)
+    writes = nbytes - read_bytes
+    if writes <= 0.02 * nbytes:
+        return (1, 0)
+    ratio = read_bytes / writes
+    import math
+
+    return min(((r, w) for r, w in MIXES if w), key=lambda m: abs(math.log(m[0] / m[1] / ratio)))
+
 
 @functools.lru_cache(maxsize=None)
-def copy_bandwidth_gbps(nbytes: int = 1 << 30) -> float:
-    """Device-to-device cuMemcpy bandwidth on this GPU in GB/s, counting bytes read + written.
+def _stream_module():
+    from pycuda.compiler import SourceModule
 
-    This is the memory ceiling every memory-bound figure is shown against.
-    """
+    arch = device_info()["arch"].removeprefix("sm_")
+    return SourceModule(_STREAM_SRC, no_extern_c=True, arch=f"compute_{arch}", code=f"sm_{arch}",
+                        options=["-O3", "-std=c++17"])
+
+
+@dataclass
+class Ceiling:
+    gbps: float          # bytes moved (read + written) per second, the best way found
+    ms: float            # its time for these bytes
+    mix: tuple           # (arrays read, arrays written)
+    source: str          # which way it was
+
+
+@functools.lru_cache(maxsize=None)
+def stream_ceiling(mix: tuple = (1, 1), nbytes: int | None = None) -> Ceiling:
+    """The fastest of several ways to move `nbytes` (read + written, default 1 GiB per array)
+    in the mix (R arrays read, W written) on this GPU, timed with the L2 flush. For a 1:1 mix
+    cuMemcpyDtoD competes too."""
     cuda = driver()
+    r, w = mix
+    arrays = r + w
+    n4 = (nbytes // (16 * arrays)) if nbytes else (1 << 26)  # float4 per array
+    n4 = max(n4, 1)
     free, _ = cuda.mem_get_info()
-    nbytes = min(nbytes, free // 4)
-    src = cuda.mem_alloc(nbytes)
-    dst = cuda.mem_alloc(nbytes)
-    cuda.memset_d32(src, 0x3F800000, nbytes // 4)
-    t = time_fn(lambda: cuda.memcpy_dtod(dst, src, nbytes), warmup=3, repeats=20, flush_l2=False)
-    src.free()
-    dst.free()
-    return 2 * nbytes / (t.median_ms * 1e-3) / 1e9
+    n4 = min(n4, free // (16 * (arrays + 1)))
+    bufs = [cuda.mem_alloc(16 * n4) for _ in range(arrays)]
+    for bf in bufs:
+        cuda.memset_d32(bf, 0x3F800000, 4 * n4)
+    sink = cuda.mem_alloc(4)
+    ptrs = bufs[:r] + [bufs[0]] * (3 - r) + bufs[r:] + [bufs[-1]] * (2 - w)
+    moved = 16 * n4 * arrays
+    best = None
+    try:
+        for u, threads in _STREAM_VARIANTS:
+            fn = _stream_module().get_function(f"stream_r{r}w{w}_u{u}")
+            fn.prepare("PPPPPqP")
+            grid = (-(-n4 // (u * threads)), 1, 1)
+            t = time_fn(lambda: fn.prepared_call(grid, (threads, 1, 1), *ptrs, n4, sink),
+                        warmup=2, repeats=15)
+            c = Ceiling(moved / (t.median_ms * 1e-3) / 1e9, t.median_ms, mix,
+                        f"float4 stream kernel {r} read : {w} written")
+            best = c if best is None or c.gbps > best.gbps else best
+        if mix == (1, 1):
+            t = time_fn(lambda: cuda.memcpy_dtod(bufs[1], bufs[0], 16 * n4), warmup=2, repeats=15)
+            c = Ceiling(moved / (t.median_ms * 1e-3) / 1e9, t.median_ms, mix, "cuMemcpyDtoD")
+            best = c if c.gbps > best.gbps else best
+    finally:
+        for bf in bufs:
+            bf.free()
+        sink.free()
+    return best
+
+
+def copy_bandwidth_gbps() -> float:
+    """The copy ceiling (read + write, 1:1) on this GPU in GB/s: the best of a tuned float4
+    copy kernel and cuMemcpyDtoD at 1 GiB. Ops with another mix of reads and writes are held
+    to stream_ceiling(their mix)."""
+    return stream_ceiling((1, 1)).gbps
+
+
+def read_bandwidth_gbps() -> float:
+    """The read-only ceiling: a float4 stream that only reads (reductions, histograms)."""
+    return stream_ceiling((1, 0)).gbps
+
+
+def datasheet_bandwidth_gbps() -> float | None:
+    """What the memory's clock and bus width promise (the vendor's figure), for comparison."""
+    return device_info().get("theoretical_bw_gbps")
 
 
 # Datasheet dense rates in TFLOP/s (SXM parts; H200 shares the H100's arithmetic). These are

@@ -31,6 +31,9 @@ def gpu():
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU (takes the gpu fixture)")
+    if os.environ.get("REQUIRE_GPU") == "1" and not gpu_status()[0]:
+        # one line instead of a failure per GPU test
+        pytest.exit(f"REQUIRE_GPU=1 but there is no usable GPU: {gpu_status()[1]}", returncode=2)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -193,3 +193,138 @@ def test_results_files_have_the_stable_keys():
                 if "median_ms" in r:
                     assert {"pct_of_ceiling", "max_err"} <= set(r)
                     assert r.get("gbps") is not None or r.get("tflops") is not None
+
+
+# --- bars, README markers, figures, BEST --------------------------------------------------
+
+def _rec(rows, baseline=(), size=(64, 64), size_pct=None):
+    for r in rows:
+        r.setdefault("ok", True)
+        if size_pct is not None:
+            r["pct_of_size_ceiling"] = size_pct
+    return {"day": 5, "date": "2026-11-23", "device": {"name": "GPU", "sms": 132, "l2_bytes": 60 << 20,
+                                                      "smem_per_block_optin": 232448},
+            "copy_bandwidth_gbps": 4000.0,
+            "cases": [{"size": list(size), "rows": rows, "baseline": list(baseline),
+                       "ceiling": {"gbps": 4000.0}}]}
+
+
+def test_bar_judge_met_and_missed():
+    from common.bars import judge
+
+    rec = _rec([{"version": "v1", "median_ms": 2.0, "pct_of_ceiling": 40.0},
+                {"version": "v2", "median_ms": 1.0, "pct_of_ceiling": 86.0}],
+               [{"name": "lib", "median_ms": 1.1}])
+    ok, fig = judge([{"pct": 85, "vs_baseline": 1.0}], rec)
+    assert ok and "86.0%" in fig and "1.10x" in fig
+    ok, fig = judge([{"pct": 90}], rec)
+    assert ok is False and "86.0% < 90.0%" in fig
+    ok, fig = judge([{"vs_baseline": 1.2}], rec)
+    assert ok is False and "1.10x library < 1.20x library" in fig
+    ok, fig = judge([{"over": ("v1", 3.0)}], rec)
+    assert ok is False and "2.0x v1" in fig
+    ok, fig = judge([{"sizes": [(8, 8)], "pct": 10}], rec)  # a size that was not run
+    assert ok is False and "not measured" in fig
+    # the fastest row is excluded when it is kept to show a failure
+    ok, fig = judge([{"pct": 50}], rec, exclude=("v2",))
+    assert ok is False and "40.0%" in fig
+    ok, fig = judge([{"text": "custom", "check": lambda r: (True, "fine")}], rec)
+    assert ok and "custom: fine" in fig
+    assert judge([{"pct": 85}], None) == (None, "not measured")
+
+
+def test_markers_resolve_from_results():
+    from common.progress import fill_markers
+
+    rec = _rec([{"version": "v1", "median_ms": 2.0, "gbps": 1000.0, "pct_of_ceiling": 25.0},
+                {"version": "v2", "median_ms": 0.5, "gbps": 4000.0, "pct_of_ceiling": 100.0}],
+               [{"name": "torch.softmax", "median_ms": 1.0, "gbps": 2000.0}])
+    text = ("v2 moves <!--m:64x64;v2;gbps-->old<!--/m--> (<!--m:64x64;v2;pct-->x<!--/m-->), "
+            "<!--m:64x64;v2;over:v1-->?<!--/m--> v1 and <!--m:64x64;v2;over:torch.softmax-->?<!--/m--> "
+            "torch in <!--m:2^6x64;v2;us-->?<!--/m--> on the <!--m:gpu_date-->?<!--/m--> "
+            "(<!--m:l2-->?<!--/m--> L2, <!--m:smem_block-->?<!--/m-->); <!--m:64x64;v9;ms-->?<!--/m-->")
+    out, missing = fill_markers(text, rec)
+    assert "<!--m:64x64;v2;gbps-->4000 GB/s<!--/m-->" in out
+    assert "100.0%" in out and "4.00x<!--/m--> v1" in out and "2.00x<!--/m--> torch" in out
+    assert "500.0 us" in out and "GPU, 2026-11-23" in out and "60 MB" in out and "227 KB" in out
+    assert missing == ["64x64;v9;ms"] and "(not measured)" in out
+    assert fill_markers(out, rec)[0] == out  # filling is idempotent
+
+
+def test_readme_markers_all_resolve():
+    """Every figure a README quotes comes from the committed results (no stale key)."""
+    from common.progress import fill_markers
+    from common.results import load_all
+
+    results = load_all()
+    bad = {}
+    for n, folder in H.day_folders().items():
+        _, missing = fill_markers((folder / "README.md").read_text(), results.get(n), results)
+        if missing:
+            bad[folder.name] = missing
+    assert not bad, f"README markers with no value in results/: {bad}"
+
+
+@pytest.mark.parametrize("n", sorted(H.day_folders()))
+def test_readme_figures_exist(n):
+    """Each README shows its figures, and every picture it links is in the day folder."""
+    import re
+
+    from common.plot import figures_for
+
+    folder = H.day_folders()[n]
+    readme = (folder / "README.md").read_text()
+    linked = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", readme)
+    for f in linked:
+        assert (folder / f).exists(), f"{folder.name}/README.md shows {f}, which is not there"
+    for f in figures_for(n):
+        assert f in linked, f"{folder.name}/README.md does not show {f} (make plots draws it)"
+
+
+@pytest.mark.parametrize("n", sorted(H.day_folders()))
+def test_public_functions_default_to_best(n):
+    """BEST is a version, every public function's default version is BEST, and the committed
+    results measured it as the fastest correct version at the default size (within 3%)."""
+    import inspect
+
+    from common.bars import fastest_correct
+    from common.progress import wrong_on
+    from common.results import load_all
+
+    drv = H.load_driver(n)
+    assert getattr(drv, "BEST", None) in drv.VERSIONS, f"day {n}: BEST must name a version"
+    for name, fn in vars(drv).items():
+        if inspect.isfunction(fn) and fn.__module__ == drv.__name__ and not name.startswith("_"):
+            p = inspect.signature(fn).parameters.get("version")
+            if p is not None and p.default is not inspect.Parameter.empty and name != "launch":
+                assert p.default == drv.BEST, f"day {n}: {name}(version={p.default!r}) but BEST = {drv.BEST!r}"
+    rec = load_all().get(n)
+    if rec:
+        want = list(drv.SIZES["default"])
+        case = next((c for c in rec["cases"] if list(c["size"]) == want), None)
+        if case:
+            fast = fastest_correct(case, exclude=wrong_on(n))
+            mine = next((r for r in case["rows"] if r["version"] == drv.BEST and "median_ms" in r), None)
+            assert fast is None or (mine and mine["median_ms"] <= 1.03 * fast["median_ms"]), \
+                f"day {n}: BEST = {drv.BEST} but {fast['version']} was faster at {want}"
+
+
+def test_make_test_gpu_without_a_gpu_says_one_line():
+    import os
+    import subprocess
+
+    r = subprocess.run(["make", "-s", "test-gpu"], cwd=H.ROOT, capture_output=True, text=True,
+                       env={**os.environ, "CUDA_VISIBLE_DEVICES": ""}, timeout=300)
+    lines = [ln for ln in (r.stdout + r.stderr).splitlines() if ln.strip()]
+    assert r.returncode != 0 and len(lines) == 1 and "needs a CUDA GPU" in lines[0], lines
+
+
+def test_mix_of_reads_and_writes():
+    from common.timing import mix_of
+
+    assert mix_of(300, None) == (1, 1)
+    assert mix_of(300, 200) == (2, 1)      # vector add
+    assert mix_of(400, 300) == (3, 1)      # rgb -> gray
+    assert mix_of(100, 100) == (1, 0)      # a reduction
+    assert mix_of(100, 99) == (1, 0)       # a histogram: 1% written
+    assert mix_of(300, 100) == (1, 2)      # one read, two written
