@@ -48,6 +48,8 @@ def parse_args(argv):
     mode.add_argument("--bench", action="store_true", help="ragged checks, then time the benchmark sizes")
     p.add_argument("--save", action="store_true", help="write results/dayNN.json (and refresh progress.md)")
     p.add_argument("--ncu", action="store_true", help="profile the chosen version with Nsight Compute")
+    p.add_argument("--metrics", help="with --ncu: comma-separated ncu metrics to read (and --save "
+                                     "into results/ncu/dayNN.json)")
     p.add_argument("--sanitize", action="store_true", help="run the checks under compute-sanitizer")
     p.add_argument("--regs", action="store_true", help="print registers/shared memory/spills per kernel")
     p.add_argument("--all", action="store_true", help="every built day")
@@ -112,7 +114,9 @@ def tool_run(n: int, args, tool: str):
         if not exe:
             raise UserError("ncu (Nsight Compute) is not on PATH")
         drv = H.load_driver(n)
-        v = args.version or H.versions_of(drv)[-1]
+        v = args.version or getattr(drv, "BEST", None) or H.versions_of(drv)[-1]
+        if args.metrics:
+            return ncu_metrics(n, exe, v, args)
         cmds = [[exe, "--clock-control", "none", "--target-processes", "all",
                  "--kernel-name", f"regex:_{v}(_|$)", "--launch-count", "3",
                  "--section", "SpeedOfLight", "--section", "MemoryWorkloadAnalysis",
@@ -131,6 +135,23 @@ def tool_run(n: int, args, tool: str):
         print("$ " + " ".join(shlex.quote(x) for x in c), flush=True)
         rc = max(rc, subprocess.run(c).returncode)
     return rc
+
+
+def ncu_metrics(n: int, exe: str, version: str, args) -> int:
+    from common import ncu
+    from common.gpu import device_info
+    from common.report import table
+
+    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
+    size = args.size or "default"
+    rows = ncu.profile(exe, n, version, size, metrics)
+    print(table([[r.get("Kernel Name", "?")] + [f"{r.get(m, '-')}" for m in metrics] for r in rows],
+                ["kernel"] + metrics))
+    if args.save:
+        total = ncu.one_launch(rows, metrics)
+        path = ncu.save(n, version, size, total, device_info()["name"])
+        print(f"saved {path.relative_to(ROOT)}: {version} {total}")
+    return 0
 
 
 def main(argv=None) -> int:

@@ -11,6 +11,8 @@ A driver declares:
 and optionally:
     validate_size(size)                    raise ValueError("...") for sizes it cannot take
     supports(version, size) -> str | None  why a version cannot take a size (skipped, said so)
+    same_as(version, size) -> str | None   the version whose kernel this one runs at this size
+                                           (shown as "= v4" in the table, not timed as a rung)
     baselines(d) -> {name: fn}             library calls on the same device memory
     extras(report, mode)                   day-specific sections (device table, transfers...);
                                            an op beside the versions (an inverse, a gradient) is

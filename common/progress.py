@@ -22,6 +22,8 @@ Marker keys (`dNN:` in front reads another day's results, e.g. `d07:2048x2048x20
                          ceiling at that size), vs_base (speed-up over the fastest library),
                          vs_v1, err (max abs error), over:OTHER (time of OTHER / time of NAME)
     SIZE;ceiling         the ceiling at that size; SIZE;size_ceiling the same-bytes one
+    ncu;VERSION;METRIC   an Nsight Compute counter of the version (results/ncu/dayNN.json,
+                         written by run_day.py N --ncu --version V --metrics M --save)
     sec;TITLE;ROW;COLUMN a cell of a day-specific table: the section whose title starts with
                          TITLE, the row whose first cell is ROW, the column headed COLUMN
 """
@@ -172,8 +174,8 @@ def results_block(rec: dict | None) -> str:
     if rec.get("failures"):
         out.append("\n**Failures in this run:** " + "; ".join(rec["failures"]))
     for c in rec.get("cases", []):
-        rows = [r for r in c["rows"] if "median_ms" in r]
-        if not rows:
+        rows = [r for r in c["rows"] if "median_ms" in r or "same_as" in r]
+        if not any("median_ms" in r for r in rows):
             continue
         tf = bool(c.get("flops"))
         cl = c.get("ceiling", {})
@@ -191,6 +193,8 @@ def results_block(rec: dict | None) -> str:
                        fmt(r.get("tflops") if tf else r.get("gbps"), ".1f" if tf else ".0f"),
                        fmt(r.get("pct_of_ceiling"), ".1f"), fmt(r.get("speedup_vs_v1"), ".2f"),
                        fmt(r.get("vs_baseline"), ".2f"), "ok" if r.get("ok") else "FAIL"]
+                      if "median_ms" in r else
+                      [r["version"], r.get("description", ""), f"= {r['same_as']}", "", "", "", "", ""]
                       for r in rows]
         table_rows += [[b["name"], "library", f"{b['median_ms']:.4g}",
                         fmt(b.get("tflops") if tf else b.get("gbps"), ".1f" if tf else ".0f"),
@@ -264,6 +268,12 @@ def resolve(key: str, rec: dict | None, results: dict | None = None) -> str | No
         if key in facts:
             return facts[key]()
         parts = key.split(";")
+        if parts[0] == "ncu" and len(parts) == 3:
+            from .ncu import load
+
+            prof = load(rec["day"]) or {}
+            v = prof["versions"][parts[1]][parts[2]]
+            return f"{v:,.0f}" if float(v).is_integer() or abs(v) >= 100 else f"{v:.3g}"
         if parts[0] == "sec" and len(parts) == 4:
             _, title, row, col = parts
             sec = next(x for x in rec.get("sections", []) if x["title"].startswith(title))

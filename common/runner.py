@@ -64,6 +64,11 @@ def _skip_reason(drv, version, size):
     return fn(version, size) if fn else None
 
 
+def _same_as(drv, version, size):
+    fn = getattr(drv, "same_as", None)
+    return fn(version, size) if fn else None
+
+
 def check_sizes(drv, rep: Report, versions: list[str], sizes: list[tuple]):
     """Check every version on every size with fresh seeded inputs; record, print one line each."""
     for size in sizes:
@@ -77,6 +82,10 @@ def check_sizes(drv, rep: Report, versions: list[str], sizes: list[tuple]):
             if why:
                 parts.append(f"{v} skip")
                 rep.checks.append({"size": list(size), "version": v, "skipped": why})
+                continue
+            other = _same_as(drv, v, size)
+            if other:
+                parts.append(f"{v} = {other}")
                 continue
             r = check_and_time(rep, v, lambda dd, v=v: drv.launch(v, dd), case, d, timed=False)
             rep.checks.append({"size": list(size), "version": v, "ok": r["ok"],
@@ -121,6 +130,11 @@ def bench_size(drv, rep: Report, versions: list[str], size: tuple, *, timed: boo
         why = _skip_reason(drv, v, size)
         if why:
             rows.append({"version": v, "description": drv.VERSIONS[v], "skipped": why})
+            continue
+        other = _same_as(drv, v, size)
+        if other:
+            rows.append({"version": v, "description": drv.VERSIONS[v], "same_as": other})
+            rep.say(f"  {v}: runs {other}'s kernel at this size")
             continue
         row = {"version": v, "description": drv.VERSIONS[v],
                **check_and_time(rep, v, lambda dd, v=v: drv.launch(v, dd), case, d, timed,
@@ -246,9 +260,12 @@ def _speedups(rows, base_rows):
 
 def _print_table(rep, rows, base_rows, case, ceil, timed):
     if not timed:
+        def cell(r, txt):
+            return "skip" if "skipped" in r else f"= {r['same_as']}" if "same_as" in r else txt()
+
         rep.section("correctness", [[r["version"], r["description"],
-                                     "skip" if "skipped" in r else fmt(r["max_err"]),
-                                     "skip" if "skipped" in r else ("ok" if r["ok"] else "FAIL")]
+                                     cell(r, lambda: fmt(r["max_err"])),
+                                     cell(r, lambda: "ok" if r["ok"] else "FAIL")]
                                     for r in rows], ["version", "what", "max err", "ok"])
         return
     from .timing import datasheet_bandwidth_gbps
@@ -266,6 +283,9 @@ def _print_table(rep, rows, base_rows, case, ceil, timed):
     for r in rows:
         if "skipped" in r:
             out.append([r["version"], r["description"], "skipped: " + r["skipped"]] + [""] * 6)
+            continue
+        if "same_as" in r:
+            out.append([r["version"], r["description"], f"= {r['same_as']}"] + [""] * 6)
             continue
         rate = r["tflops"] if case.flops else r["gbps"]
         out.append([r["version"], r["description"],
