@@ -26,10 +26,12 @@ extern "C" __global__ void hello(int every) {
 
 // Every thread writes what it knows about itself, so the host can check the indexing:
 // ids[6 * g + 0..5] = global index, block, thread, warp, lane, SM.
+// g fits an int because the host keeps n + blockDim.x below 2^31; 6 * g may not (it passes
+// 2^31 at g = 357913942), so the row offset is computed in 64 bits.
 extern "C" __global__ void whoami(int* ids, int n) {
     const int g = blockIdx.x * blockDim.x + threadIdx.x;
     if (g >= n) return;  // the last block may be partly outside the array
-    int* me = ids + 6 * g;
+    int* me = ids + 6 * (int64_t)g;
     me[0] = g;
     me[1] = blockIdx.x;
     me[2] = threadIdx.x;

@@ -10,10 +10,16 @@
 //   v2  warp-shuffle reductions (one shared slot per warp); still three passes
 //   v3  online softmax: max and sum in ONE pass (rescale the running sum when the max
 //       grows), then the write pass: two reads of the row instead of three
-//   v4  the row is read once into registers (float4 loads where rows are 16-byte aligned),
-//       max, exp and sum are done on registers, then one write: the minimum traffic,
-//       one read and one write per element. Rows of <= 1024 floats get one warp each instead
-//       of one block; rows too long for registers fall back to a two-pass float4 loop.
+//   v4  the row is read once into registers (float4 loads when cols % 4 == 0, so every row
+//       is 16-byte aligned; scalars otherwise), max, exp and sum are done on registers, then
+//       one write: the minimum traffic, one read and one write per element. The part of a row
+//       that does not fit in registers (beyond 16384 floats) is read a second time.
+//   v5  v4 with ONE WARP per row for rows of up to 1024 floats: no barriers, no shared memory
+//       (rows wider than that run v4's kernel: the table says "= v4")
+//   v6  any width at full speed: every row is a scalar head (up to the next 16-byte boundary),
+//       an aligned float4 body and a scalar tail, so odd widths get 16-byte loads too; rows
+//       longer than registers hold keep the rest in shared memory (227 KB a block on Hopper:
+//       a 50257-float vocabulary row fits), so even they are read from memory once.
 #include <cfloat>
 #include <cstdint>
 
@@ -169,10 +175,13 @@ extern "C" __global__ void softmax_v3(const float* __restrict__ x, float* __rest
 }
 
 // ---------------------------------------------------------------------------------------
-// v4: one read, one write. Each thread keeps ITEMS vectors of VEC floats in registers
-// (ITEMS is a template parameter so the array is fully unrolled and never spills to local
-// memory). VEC = 4 uses 16-byte loads and needs cols % 4 == 0 (so every row starts
-// 16-byte aligned); VEC = 1 takes any width.
+// v4-v6: one read, one write. A GROUP of TPR threads owns a row (TPR = 32: one warp; TPR =
+// blockDim.x: the whole block). Thread t of the group keeps body vectors t, t + TPR, ...,
+// t + (ITEMS-1)*TPR in registers (ITEMS is a template parameter, so the array is unrolled and
+// never goes to local memory). With SMEM the next `smem_vecs` vectors go to shared memory
+// (each thread stores and later reloads only its own, so no barrier is needed for them).
+// Whatever is left (rows longer than registers + shared memory) is reduced online while it
+// streams past and read again for the write.
 // ---------------------------------------------------------------------------------------
 template <int VEC> struct Vec;
 template <> struct Vec<1> { using T = float; };
@@ -183,170 +192,171 @@ __device__ __forceinline__ float& lane_of(float4& v, int k) {
     return k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w;
 }
 
-template <int VEC, int ITEMS>
-__device__ __forceinline__ void softmax_row_in_registers(const float* __restrict__ xr,
-                                                         float* __restrict__ yr, int cols) {
-    using T = typename Vec<VEC>::T;
-    __shared__ float buf[32];
-    const int nvec = cols / VEC;  // VEC divides cols by the launch contract
-    const T* xv = reinterpret_cast<const T*>(xr);
-    T* yv = reinterpret_cast<T*>(yr);
+template <int VEC>
+__device__ __forceinline__ float vmax(typename Vec<VEC>::T v, float m) {
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) m = fmaxf(m, lane_of(v, k));
+    return m;
+}
 
+// exp(v - m) in place; returns the sum of the lanes
+template <int VEC>
+__device__ __forceinline__ float vexp(typename Vec<VEC>::T& v, float m) {
+    float s = 0.f;
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) {
+        lane_of(v, k) = expf(lane_of(v, k) - m);
+        s += lane_of(v, k);
+    }
+    return s;
+}
+
+template <int VEC>
+__device__ __forceinline__ void vscale(typename Vec<VEC>::T& v, float a) {
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) lane_of(v, k) *= a;
+}
+
+// max / sum over the group: shuffles for a warp, shuffles + 32 shared slots for a block
+template <int TPR, bool IS_MAX>
+__device__ __forceinline__ float group_reduce(float v, float* red) {
+    if (TPR == 32) return IS_MAX ? warp_max(v) : warp_sum(v);
+    return block_reduce<IS_MAX>(v, red);
+}
+
+template <int TPR, int VEC, int ITEMS, bool HEADTAIL, bool SMEM>
+__device__ __forceinline__ void softmax_row(const float* __restrict__ xr, float* __restrict__ yr,
+                                            int cols, int smem_vecs, float* red,
+                                            typename Vec<VEC>::T* stage) {
+    using T = typename Vec<VEC>::T;
+    const int t = TPR == 32 ? (threadIdx.x & 31) : threadIdx.x;
+
+    // head: the elements before the first 16-byte boundary of the row (x and y rows share
+    // their alignment: both buffers start 256-byte aligned and rows have the same length)
+    int head = 0;
+    if (HEADTAIL) head = min((4 - (int)((reinterpret_cast<uintptr_t>(xr) >> 2) & 3)) & 3, cols);
+    const int nvec = (cols - head) / VEC;
+    const int tail = cols - head - nvec * VEC;
+    const T* xv = reinterpret_cast<const T*>(xr + head);
+    T* yv = reinterpret_cast<T*>(yr + head);
+    const int in_regs = ITEMS * TPR;
+    const int on_chip = in_regs + (SMEM ? smem_vecs : 0);
+
+    // 1. read the row once: registers, then shared memory; the rest streams through
     T v[ITEMS];
     float m = -FLT_MAX;
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i) {
-        const int j = threadIdx.x + i * blockDim.x;
+        const int j = t + i * TPR;
         if (j < nvec) {
-            v[i] = __ldcs(xv + j);  // streaming load: this row is not read again
-#pragma unroll
-            for (int k = 0; k < VEC; ++k) m = fmaxf(m, lane_of(v[i], k));
+            v[i] = xv[j];
+            m = vmax<VEC>(v[i], m);
         }
     }
-    m = block_reduce<true>(m, buf);
-
-    float s = 0.f;
-#pragma unroll
-    for (int i = 0; i < ITEMS; ++i) {
-        const int j = threadIdx.x + i * blockDim.x;
-        if (j < nvec) {
-#pragma unroll
-            for (int k = 0; k < VEC; ++k) {
-                float e = expf(lane_of(v[i], k) - m);
-                lane_of(v[i], k) = e;
-                s += e;
-            }
+    if (SMEM) {
+        for (int j = in_regs + t; j < min(nvec, on_chip); j += TPR) {
+            const T w = xv[j];
+            stage[j - in_regs] = w;
+            m = vmax<VEC>(w, m);
         }
     }
-    s = block_reduce<false>(s, buf);
+    MaxSum rest{-FLT_MAX, 0.f};  // online state of the part that stays in global memory
+    for (int j = on_chip + t; j < nvec; j += TPR) {
+        T w = xv[j];
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) online_add(rest, lane_of(w, k));
+    }
+    float h = 0.f, tl = 0.f;  // this thread's head and tail element, if it has one
+    if (HEADTAIL) {
+        if (t < head) m = fmaxf(m, h = xr[t]);
+        if (t < tail) m = fmaxf(m, tl = xr[head + nvec * VEC + t]);
+    }
+    const float mx = group_reduce<TPR, true>(fmaxf(m, rest.m), red);
 
-    const float inv = 1.f / s;
+    // 2. exponentials (kept where the values are) and their sum
+    float s = rest.s > 0.f ? rest.s * expf(rest.m - mx) : 0.f;
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i)
+        if (t + i * TPR < nvec) s += vexp<VEC>(v[i], mx);
+    if (SMEM) {
+        for (int j = in_regs + t; j < min(nvec, on_chip); j += TPR) {
+            T w = stage[j - in_regs];
+            s += vexp<VEC>(w, mx);
+            stage[j - in_regs] = w;
+        }
+    }
+    if (HEADTAIL) {
+        if (t < head) s += (h = expf(h - mx));
+        if (t < tail) s += (tl = expf(tl - mx));
+    }
+    const float inv = 1.f / group_reduce<TPR, false>(s, red);
+
+    // 3. one write (plain stores: on Hopper they stream out faster than evict-first ones)
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i) {
-        const int j = threadIdx.x + i * blockDim.x;
+        const int j = t + i * TPR;
         if (j < nvec) {
-#pragma unroll
-            for (int k = 0; k < VEC; ++k) lane_of(v[i], k) *= inv;
-            __stcs(yv + j, v[i]);  // streaming store: evict-first, nobody reads y here
+            vscale<VEC>(v[i], inv);
+            yv[j] = v[i];
         }
+    }
+    if (SMEM) {
+        for (int j = in_regs + t; j < min(nvec, on_chip); j += TPR) {
+            T w = stage[j - in_regs];
+            vscale<VEC>(w, inv);
+            yv[j] = w;
+        }
+    }
+    for (int j = on_chip + t; j < nvec; j += TPR) {  // read again (from L2 with luck)
+        T w = xv[j];
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) lane_of(w, k) = expf(lane_of(w, k) - mx) * inv;
+        yv[j] = w;
+    }
+    if (HEADTAIL) {
+        if (t < head) yr[t] = h * inv;
+        if (t < tail) yr[head + nvec * VEC + t] = tl * inv;
     }
 }
 
-#define SOFTMAX_V4(VEC, ITEMS)                                                                 \
-    extern "C" __global__ void __launch_bounds__(256) softmax_v4_vec##VEC##_items##ITEMS(     \
-        const float* __restrict__ x, float* __restrict__ y, int rows, int cols) {             \
-        const int64_t row = blockIdx.x;                                                        \
-        softmax_row_in_registers<VEC, ITEMS>(x + row * cols, y + row * cols, cols);            \
-    }
-
-SOFTMAX_V4(4, 1)
-SOFTMAX_V4(4, 2)
-SOFTMAX_V4(4, 4)
-SOFTMAX_V4(4, 8)
-SOFTMAX_V4(4, 16)
-SOFTMAX_V4(1, 1)
-SOFTMAX_V4(1, 2)
-SOFTMAX_V4(1, 4)
-SOFTMAX_V4(1, 8)
-SOFTMAX_V4(1, 16)
-SOFTMAX_V4(1, 32)
-SOFTMAX_V4(1, 64)
-
-// Short rows (<= 1024 floats): a whole block per row would spend more time in its two block
-// reductions (four barriers) than in moving 4 KB. Give each row ONE WARP instead: 8 rows per
-// block of 256 threads, reductions by shuffles only, no shared memory, no barriers.
-template <int VEC, int ITEMS>
-__device__ __forceinline__ void softmax_row_in_warp(const float* __restrict__ xr,
-                                                    float* __restrict__ yr, int cols) {
-    using T = typename Vec<VEC>::T;
-    const int lane = threadIdx.x & 31;
-    const int nvec = cols / VEC;
-    const T* xv = reinterpret_cast<const T*>(xr);
-    T* yv = reinterpret_cast<T*>(yr);
-
-    T v[ITEMS];
-    float m = -FLT_MAX;
-#pragma unroll
-    for (int i = 0; i < ITEMS; ++i) {
-        const int j = lane + i * 32;
-        if (j < nvec) {
-            v[i] = __ldcs(xv + j);
-#pragma unroll
-            for (int k = 0; k < VEC; ++k) m = fmaxf(m, lane_of(v[i], k));
-        }
-    }
-    m = warp_max(m);
-    float s = 0.f;
-#pragma unroll
-    for (int i = 0; i < ITEMS; ++i) {
-        const int j = lane + i * 32;
-        if (j < nvec) {
-#pragma unroll
-            for (int k = 0; k < VEC; ++k) {
-                float e = expf(lane_of(v[i], k) - m);
-                lane_of(v[i], k) = e;
-                s += e;
-            }
-        }
-    }
-    const float inv = 1.f / warp_sum(s);
-#pragma unroll
-    for (int i = 0; i < ITEMS; ++i) {
-        const int j = lane + i * 32;
-        if (j < nvec) {
-#pragma unroll
-            for (int k = 0; k < VEC; ++k) lane_of(v[i], k) *= inv;
-            __stcs(yv + j, v[i]);
-        }
-    }
+// One row per block (TPR = BLOCK) or one row per warp (TPR = 32, BLOCK / 32 rows a block).
+template <int BLOCK, int TPR, int VEC, int ITEMS, bool HEADTAIL, bool SMEM>
+__device__ __forceinline__ void softmax_rows(const float* __restrict__ x, float* __restrict__ y,
+                                             int rows, int cols, int smem_vecs) {
+    __shared__ float red[32];
+    extern __shared__ float4 stage[];  // SMEM only: smem_vecs vectors, sized at launch
+    const int64_t row = TPR == 32 ? (int64_t)blockIdx.x * (BLOCK / 32) + threadIdx.x / 32
+                                  : (int64_t)blockIdx.x;
+    if (row >= rows) return;  // whole warps leave together: shuffles keep the full mask
+    softmax_row<TPR, VEC, ITEMS, HEADTAIL, SMEM>(
+        x + row * cols, y + row * cols, cols, smem_vecs, red,
+        reinterpret_cast<typename Vec<VEC>::T*>(stage));
 }
 
-#define SOFTMAX_V4_WARP(VEC, ITEMS)                                                            \
-    extern "C" __global__ void __launch_bounds__(256) softmax_v4_warp_vec##VEC##_items##ITEMS( \
-        const float* __restrict__ x, float* __restrict__ y, int rows, int cols) {             \
-        const int64_t row = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;        \
-        if (row >= rows) return; /* whole warps leave together: shuffles stay full-mask */   \
-        softmax_row_in_warp<VEC, ITEMS>(x + row * cols, y + row * cols, cols);                 \
+#define SOFTMAX_ROWS(NAME, BLOCK, TPR, VEC, ITEMS, HEADTAIL, SMEM, MIN_BLOCKS)                 \
+    extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) NAME(                     \
+        const float* __restrict__ x, float* __restrict__ y, int rows, int cols, int smem_vecs) { \
+        softmax_rows<BLOCK, TPR, VEC, ITEMS, HEADTAIL, SMEM>(x, y, rows, cols, smem_vecs);     \
     }
 
-SOFTMAX_V4_WARP(4, 1)
-SOFTMAX_V4_WARP(4, 2)
-SOFTMAX_V4_WARP(4, 4)
-SOFTMAX_V4_WARP(4, 8)
-SOFTMAX_V4_WARP(1, 4)
-SOFTMAX_V4_WARP(1, 8)
-SOFTMAX_V4_WARP(1, 16)
-SOFTMAX_V4_WARP(1, 32)
+// v4: a block of 256 per row; float4 when cols % 4 == 0, scalars otherwise
+#define V4(VEC, ITEMS) SOFTMAX_ROWS(softmax_v4_vec##VEC##_items##ITEMS, 256, 256, VEC, ITEMS, false, false, 1)
+V4(4, 1) V4(4, 2) V4(4, 4) V4(4, 8) V4(4, 16)
+V4(1, 4) V4(1, 8) V4(1, 16) V4(1, 32) V4(1, 64)
 
-// Rows longer than 256 threads x 16 float4 (16384 floats; 16384 scalars for odd widths) do not
-// fit in registers: two passes like v3, with 16-byte loads. The second read hits L2 only while the
-// rows in flight fit in it: at 1024 x 65536, 8 blocks per SM x 132 SMs x 256 KB rows do not
-// (measured 64% of the copy ceiling there, 2026-11-22).
-extern "C" __global__ void softmax_v4_long_vec4(const float* __restrict__ x,
-                                                float* __restrict__ y, int rows, int cols) {
-    __shared__ MaxSum buf[32];
-    const int64_t row = blockIdx.x;
-    const float4* xr = reinterpret_cast<const float4*>(x + row * cols);
-    float4* yr = reinterpret_cast<float4*>(y + row * cols);
-    const int n4 = cols / 4;
+// v5: a warp per row for rows of <= 1024 floats (8 rows a block of 256)
+#define V5(VEC, ITEMS) SOFTMAX_ROWS(softmax_v5_warp_vec##VEC##_items##ITEMS, 256, 32, VEC, ITEMS, false, false, 1)
+V5(4, 1) V5(4, 2) V5(4, 4) V5(4, 8)
+V5(1, 4) V5(1, 8) V5(1, 16) V5(1, 32)
 
-    MaxSum st{-FLT_MAX, 0.f};
-    for (int j = threadIdx.x; j < n4; j += blockDim.x) {
-        float4 v = xr[j];
-        online_add(st, v.x);
-        online_add(st, v.y);
-        online_add(st, v.z);
-        online_add(st, v.w);
-    }
-    st = block_reduce_maxsum(st, buf);
-
-    const float inv = 1.f / st.s;
-    for (int j = threadIdx.x; j < n4; j += blockDim.x) {
-        float4 v = __ldcs(xr + j);
-        v.x = expf(v.x - st.m) * inv;
-        v.y = expf(v.y - st.m) * inv;
-        v.z = expf(v.z - st.m) * inv;
-        v.w = expf(v.w - st.m) * inv;
-        __stcs(yr + j, v);
-    }
-}
+// v6: any width with float4: a warp per row up to 1024 (+3) floats, a block of 256 up to 16384,
+// beyond that a block of 512 with registers + half an SM's shared memory, two blocks an SM so
+// that one reads its row while the other reduces and writes (softmax_v6_long1024, one block of
+// 1024 an SM with all of the shared memory, reads more of a row once but leaves the memory
+// idle while it reduces: kept to compare)
+#define V6W(ITEMS) SOFTMAX_ROWS(softmax_v6_warp_items##ITEMS, 256, 32, 4, ITEMS, true, false, 1)
+#define V6B(ITEMS) SOFTMAX_ROWS(softmax_v6_block_items##ITEMS, 256, 256, 4, ITEMS, true, false, 1)
+V6W(1) V6W(2) V6W(4) V6W(8)
+V6B(1) V6B(2) V6B(4) V6B(8) V6B(16)
+SOFTMAX_ROWS(softmax_v6_long, 512, 512, 4, 8, true, true, 2)
+SOFTMAX_ROWS(softmax_v6_long1024, 1024, 1024, 4, 8, true, true, 1)

@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 
+from common import args as A
 from common import harness as H
 from common.baselines import as_torch, cupy_or_none, torch_or_none
 from common.gpu import blocks_per_sm, device_info, driver, flush_printf
@@ -28,15 +29,44 @@ VERSIONS = {
     "v2": "prepared call, grid-stride loop, one full wave of blocks",
     "v3": "prepared call, grid-stride, 16-byte float4/int4 stores",
 }
+BEST = "v3"  # fastest correct version at 2^26 (results/day06.json)
 SIZE_HELP = "N elements, e.g. 2^26 (at most 2^31 - 1: ids are int32)"
 SIZES = {"small": (1000,), "default": (2 ** 26,), "large": (2 ** 28,)}
 # 1, 3: only the v3 tail; 5, 33, 1023: a tail of 1-3 after whole float4 groups
 CHECK_SIZES = [(1,), (3,), (5,), (31,), (33,), (1000,), (1023,), (1000003,), (2 ** 22 + 5,)]
-BENCH_SIZES = [(2 ** 20,), (2 ** 26,)]
+# 2^26 + 3: v3's float4 groups and a tail of 3, at full size
+BENCH_SIZES = [(2 ** 20,), (2 ** 26,), (2 ** 26 + 3,)]
+MAX_N = 2 ** 31 - 1
+MAX_CALLED = 10_000  # printf lines per roll call: device printf's 1 MB buffer drops what overflows
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+OVERHEAD_ROWS = {"plain call": "plain call fn(...), same arguments",
+                 "prepared call": "prepared_call",
+                 "graph replay": "CUDA graph replay"}
+
+
+def _overhead_reported(rec):
+    """The bar "launch overhead figures reported": the results hold the host time per launch of
+    a plain call, a prepared call and a CUDA graph replay, and the GPU counted every launch."""
+    o = (rec.get("extra") or {}).get("launch_overhead") or {}
+    us = o.get("us_per_launch") or {}
+    got = {}
+    for label, prefix in OVERHEAD_ROWS.items():
+        v = next((t for k, t in us.items() if k.startswith(prefix)), None)
+        if v is None or not v > 0:
+            return False, f"no {label} figure in the results"
+        got[label] = v
+    fig = ", ".join(f"{k} {v:.2f} us" for k, v in got.items()) + " per launch"
+    if o.get("launches_counted") != o.get("launches_made"):
+        return False, (f"{fig}; the GPU counted {o.get('launches_counted')} of "
+                       f"{o.get('launches_made')} launches")
+    return True, fig
+
+
+BAR = [{"text": "launch overhead figures reported", "check": _overhead_reported}]
 
 
 def validate_size(size):
-    if size[0] >= 2 ** 31:
+    if size[0] > MAX_N:
         raise ValueError("at most 2^31 - 1 elements: the ids are int32")
 
 
@@ -51,7 +81,8 @@ def make_case(size, rng, alpha=ALPHA):
     return H.Case(size, inputs={"x": x},
                   outputs={"ids": ((n,), np.int32), "y": ((n,), np.float32)},
                   reference=ref, params={"alpha": alpha},
-                  bytes=3 * 4 * n)  # read x, write ids and y
+                  bytes=3 * 4 * n,     # read x, write ids and y
+                  read_bytes=4 * n)    # one byte read per two written
 
 
 def grid_for(version: str, n: int, wave: int) -> int:
@@ -64,13 +95,36 @@ def grid_for(version: str, n: int, wave: int) -> int:
     return max(1, min(wave, H.cdiv(work, THREADS)))
 
 
+def _pointer(p, name):
+    """A device pointer as an int: an int, a DeviceAllocation, anything int() takes."""
+    if isinstance(p, (bool, float, str, bytes)):
+        raise TypeError(f"{name} must be a device pointer (an int, a DeviceAllocation or a "
+                        f"tensor's data_ptr()), got {type(p).__name__}")
+    try:
+        v = int(p)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a device pointer (an int, a DeviceAllocation or a "
+                        f"tensor's data_ptr()), got {type(p).__name__}") from None
+    if v < 0 or v >= 2 ** 64:
+        raise ValueError(f"{name} = {v} is not a 64-bit address")
+    return v
+
+
 def launch_on_pointers(version, x, ids, y, n, alpha=ALPHA):
     """Launch `version` on raw device pointers (ints, DeviceAllocations, torch data_ptr()s) on
     the legacy default stream: torch's default stream too, so torch work before and after is
-    ordered with it."""
-    x, ids, y = int(x), int(ids), int(y)
+    ordered with it. x holds n float32, ids n int32, y n float32; n = 0 launches nothing.
+    Refused: unknown versions, n above 2^31 - 1 (ids are int32), null pointers, and (v3)
+    pointers that are not 16-byte aligned. The pointers themselves cannot be checked further:
+    they must point at n elements each."""
+    version = A.version(version, VERSIONS)
+    x, ids, y = _pointer(x, "x"), _pointer(ids, "ids"), _pointer(y, "y")
+    n = A.count(n, "n", low=0, high=MAX_N)
+    alpha = A.real(alpha, "alpha", low=-FLOAT32_MAX, high=FLOAT32_MAX)
     if n == 0:
         return
+    if 0 in (x, ids, y):
+        raise ValueError(f"a null device pointer: x={x:#x} ids={ids:#x} y={y:#x}")
     block = (THREADS, 1, 1)
     if version == "v1":
         grid = (grid_for(version, n, 0), 1, 1)
@@ -89,6 +143,7 @@ def launch_on_pointers(version, x, ids, y, n, alpha=ALPHA):
 
 
 def launch(version, d):
+    A.version(version, VERSIONS)
     (n,) = d.size
     launch_on_pointers(version, d.x, d.ids, d.y, n, d.params["alpha"])
 
@@ -132,10 +187,18 @@ def _elementwise_kernel():
     return _ek
 
 
-def roll_call(x, alpha=ALPHA, version="v3"):
-    """ids, y = roll_call(x): ids[i] = i (int32), y = alpha * x (float32), on the GPU."""
-    x = np.ascontiguousarray(x, dtype=np.float32).ravel()
+def roll_call(x, alpha=ALPHA, version=BEST):
+    """ids, y = roll_call(x): ids[i] = i (int32), y = alpha * x (float32), on the GPU.
+
+    x: real numbers of any shape, taken flat as reference.roll_call does (at most 2^31 - 1 of
+    them: ids are int32); alpha: a real number within float32's range. An empty x gives two
+    empty arrays without a launch."""
+    version = A.version(version, VERSIONS)
+    x = A.floats(x, "x").ravel()
+    alpha = A.real(alpha, "alpha", low=-FLOAT32_MAX, high=FLOAT32_MAX)
     validate_size(x.shape)
+    if x.size == 0:
+        return np.zeros(0, np.int32), np.zeros(0, np.float32)
     case = H.Case(x.shape, inputs={"x": x},
                   outputs={"ids": (x.shape, np.int32), "y": (x.shape, np.float32)},
                   params={"alpha": alpha})
@@ -147,12 +210,25 @@ def roll_call(x, alpha=ALPHA, version="v3"):
 
 def printf_roll_call(called, blocks: int = 2, threads: int = THREADS) -> np.ndarray:
     """The threads whose global numbers are in `called` print "thread N reporting". Returns how
-    many threads answered each number (1, or 0 for a number no thread has)."""
+    many threads answered each number (1, or 0 for a number no thread has).
+
+    called: whole numbers (int32), a scalar or a 1-D list of at most 10,000 (one printf line
+    each at most); blocks x threads threads run, at most 1024 a block and fewer than 2^31 in
+    all (a thread's number is an int). Nothing called, or no threads, answers nothing without a
+    launch."""
+    called = A.integers(called, "called", ndim=(0, 1)).ravel()
+    blocks = A.count(blocks, "blocks", low=0, high=2 ** 31 - 1)
+    threads = A.count(threads, "threads", low=0, high=1024)
+    if blocks * threads > MAX_N:
+        raise ValueError(f"{blocks} blocks of {threads} threads number more than 2^31 - 1 threads; "
+                         "a thread's number is an int")
+    if called.size > MAX_CALLED:
+        raise ValueError(f"{called.size} numbers called; at most {MAX_CALLED} (each answer is a "
+                         "printf line, and device printf's buffer drops what does not fit)")
+    if called.size == 0 or blocks * threads == 0:
+        return np.zeros(called.size, np.int32)
     from pycuda import gpuarray
 
-    called = np.ascontiguousarray(called, dtype=np.int32).ravel()
-    if called.size == 0:
-        return np.zeros(0, np.int32)
     cuda = driver()
     d_called = gpuarray.to_gpu(called)
     d_answered = gpuarray.zeros(called.size, np.int32)
@@ -178,7 +254,10 @@ def share_with_torch(n: int = 1000, alpha: float = 2.0):
        reads the answers in place.
     2. pycuda owns the memory: torch.as_tensor(gpuarray) views it through
        __cuda_array_interface__, and what torch writes there pycuda reads back.
+    n: elements (0 to 2^31 - 1); alpha: a real number (2.0 is exact, so the values compare equal).
     """
+    n = A.count(n, "n", low=0, high=MAX_N)
+    alpha = A.real(alpha, "alpha", low=-FLOAT32_MAX, high=FLOAT32_MAX)
     torch = torch_or_none()
     if torch is None:
         return None
@@ -205,7 +284,8 @@ def share_with_torch(n: int = 1000, alpha: float = 2.0):
 
 def share_with_cupy(n: int = 1000):
     """pycuda memory viewed and written by CuPy (cupy.asarray through __cuda_array_interface__);
-    None if CuPy is absent."""
+    None if CuPy is absent. n: elements, 0 to 2^31 - 1."""
+    n = A.count(n, "n", low=0, high=MAX_N)
     cupy = cupy_or_none()
     if cupy is None:
         return None
@@ -240,7 +320,12 @@ def _per_launch_us(enqueue, launches: int, sync, repeats: int) -> float:
 def launch_overhead(launches: int = 2000, graph_nodes: int = 100, repeats: int = 5) -> dict:
     """Microseconds per launch of `launch_probe` (one block of 32 threads that ticks a counter),
     host wall-clock over many back-to-back launches, by launch method. Every launch is counted
-    on the GPU, and the count is checked ('launches counted' == 'launches made')."""
+    on the GPU, and the count is checked ('launches counted' == 'launches made').
+    launches, graph_nodes, repeats: whole numbers >= 1 (the graph row replays
+    max(1, launches // graph_nodes) graphs of graph_nodes launches)."""
+    launches = A.count(launches, "launches", low=1)
+    graph_nodes = A.count(graph_nodes, "graph_nodes", low=1)
+    repeats = A.count(repeats, "repeats", low=1)
     from common.graphs import CudaGraph
 
     cuda = driver()

@@ -1,8 +1,10 @@
+import copy
 import ctypes
 
 import numpy as np
 import pytest
 
+from days.day06_pycuda_roll_call import driver as D
 from days.day06_pycuda_roll_call import reference
 
 
@@ -72,6 +74,116 @@ def test_graph_errors_name_the_call_and_the_code():
         CudaGraph(12345, lambda: None, lib=_FakeLib())
     with pytest.raises(ValueError, match="legacy default stream"):
         CudaGraph(None, lambda: None, lib=_FakeLib())
+
+
+# --- CPU: the public functions refuse bad input before anything reaches the GPU -------------------
+
+@pytest.mark.parametrize("kwargs,exc,word", [
+    ({"x": np.ones(3, np.complex64)}, TypeError, "complex"),
+    ({"x": np.array(["a", "b"])}, TypeError, "numbers"),
+    ({"x": "abc"}, TypeError, "string"),
+    ({"x": np.ones(3, bool)}, TypeError, "booleans"),
+    ({"x": [[1.0], [2.0, 3.0]]}, ValueError, "ragged"),
+    ({"x": np.ones(3), "alpha": "2"}, TypeError, "alpha"),
+    ({"x": np.ones(3), "alpha": 1j}, TypeError, "alpha"),
+    ({"x": np.ones(3), "alpha": float("nan")}, ValueError, "finite"),
+    ({"x": np.ones(3), "alpha": 1e39}, ValueError, "alpha"),   # no float32 holds it
+    ({"x": np.ones(3), "version": "v4"}, ValueError, "v1, v2, v3"),
+    ({"x": np.ones(3), "version": None}, TypeError, "version"),
+])
+def test_roll_call_refuses(kwargs, exc, word):
+    with pytest.raises(exc, match=word):
+        D.roll_call(**kwargs)
+
+
+def test_roll_call_of_nothing_without_a_launch():
+    ids, y = D.roll_call(np.zeros((0, 4)))
+    assert ids.shape == y.shape == (0,) and ids.dtype == np.int32 and y.dtype == np.float32
+
+
+@pytest.mark.parametrize("args,exc,word", [
+    (("v9", 0x1000, 0x2000, 0x3000, 8), ValueError, "unknown version"),
+    (("v2", 0x1000, 0x2000, 0x3000, -1), ValueError, "n must be"),
+    (("v2", 0x1000, 0x2000, 0x3000, 2 ** 31), ValueError, "n must be"),
+    (("v2", 0x1000, 0x2000, 0x3000, 8.5), TypeError, "integer"),
+    (("v2", 0.5, 0x2000, 0x3000, 8), TypeError, "pointer"),
+    (("v2", "0x1000", 0x2000, 0x3000, 8), TypeError, "pointer"),
+    (("v2", -16, 0x2000, 0x3000, 8), ValueError, "address"),
+    (("v2", 0, 0x2000, 0x3000, 8), ValueError, "null"),
+    (("v3", 0x1000, 0x1004, 0x2000, 8), ValueError, "16-byte aligned"),
+])
+def test_launch_on_pointers_refuses(args, exc, word):
+    with pytest.raises(exc, match=word):
+        D.launch_on_pointers(*args)
+
+
+def test_launch_on_pointers_with_nothing_to_do_launches_nothing():
+    assert D.launch_on_pointers("v3", 0, 0, 0, 0) is None  # n = 0: not even the pointers matter
+
+
+def test_launch_refuses_unknown_versions_before_the_device_case():
+    with pytest.raises(ValueError, match="unknown version"):
+        D.launch("prepared", None)
+
+
+@pytest.mark.parametrize("kwargs,exc,word", [
+    ({"called": [1.5]}, ValueError, "whole numbers"),
+    ({"called": [2 ** 31]}, ValueError, "outside"),
+    ({"called": ["a"]}, TypeError, "integers"),
+    ({"called": [[1, 2]]}, ValueError, "1-D"),
+    ({"called": [1], "threads": 1025}, ValueError, "1024"),
+    ({"called": [1], "blocks": -1}, ValueError, "blocks"),
+    ({"called": [1], "blocks": 2 ** 22, "threads": 1024}, ValueError, r"2\^31"),
+    ({"called": list(range(10_001))}, ValueError, "10000"),
+])
+def test_printf_roll_call_refuses(kwargs, exc, word):
+    with pytest.raises(exc, match=word):
+        D.printf_roll_call(**kwargs)
+
+
+def test_printf_roll_call_without_threads_or_names_answers_nothing():
+    assert D.printf_roll_call([]).tolist() == []
+    assert D.printf_roll_call([0, 1, 2], blocks=0).tolist() == [0, 0, 0]
+    assert D.printf_roll_call(np.float64(3.0), threads=0).tolist() == [0]  # 3.0 is a whole number
+
+
+@pytest.mark.parametrize("fn,kwargs,word", [
+    ("launch_overhead", {"launches": 0}, "launches"),
+    ("launch_overhead", {"graph_nodes": 0}, "graph_nodes"),
+    ("launch_overhead", {"repeats": 0}, "repeats"),
+    ("share_with_torch", {"n": -1}, "n must be"),
+    ("share_with_cupy", {"n": 2 ** 31}, "n must be"),
+])
+def test_helpers_refuse_bad_counts(fn, kwargs, word):
+    with pytest.raises(ValueError, match=word):
+        getattr(D, fn)(**kwargs)
+
+
+def test_best_bench_sizes_and_byte_mix():
+    assert D.BEST in D.VERSIONS
+    assert any(s[0] % 4 for s in D.BENCH_SIZES)  # a tail after v3's float4 groups
+    case = D.make_case((10,), np.random.default_rng(0))
+    assert case.bytes == 120 and case.read_bytes == 40
+
+
+def test_bar_reads_the_launch_overhead_record():
+    from common.bars import judge
+    from common.results import load_all
+
+    rec = load_all().get(6)
+    if rec is None:
+        pytest.skip("no results/day06.json")
+    ok, fig = judge(D.BAR, rec)
+    o = rec["extra"]["launch_overhead"]["us_per_launch"]
+    assert ok and f"prepared call {o['prepared_call']:.2f} us" in fig, fig
+    lost = copy.deepcopy(rec)
+    lost["extra"]["launch_overhead"]["launches_counted"] -= 1
+    assert not judge(D.BAR, lost)[0]
+    nograph = copy.deepcopy(rec)
+    nograph["extra"]["launch_overhead"]["us_per_launch"] = {
+        k: v for k, v in o.items() if not k.startswith("CUDA graph")}
+    ok, fig = judge(D.BAR, nograph)
+    assert not ok and "graph replay" in fig
 
 
 # --- GPU ------------------------------------------------------------------------------------------
@@ -203,3 +315,17 @@ def test_launch_overhead_counts_every_launch_on_gpu(gpu):
     assert o["launches_counted"] == o["launches_made"] > 0
     assert all(v > 0 for v in o["us_per_launch"].values())
     assert o.get("torch_ok", True)
+
+
+def test_smallest_roll_calls_on_gpu(gpu):
+    for n in (1, 4, 7):  # tail only; one int4/float4 group; a group and a tail of 3
+        x = np.arange(n, dtype=np.float32)
+        for v in D.VERSIONS:
+            ids, y = D.roll_call(x, -1.0, version=v)
+            assert ids.tolist() == list(range(n)) and y.tolist() == (-x).tolist(), (n, v)
+
+
+def test_printf_roll_call_with_the_largest_block_on_gpu(gpu, capfd):
+    got = D.printf_roll_call([1023, 1024, 2047], blocks=2, threads=1024)
+    assert got.tolist() == [1, 1, 1]
+    assert "thread 2047 reporting (block 1, warp 31, lane 31)" in capfd.readouterr().out

@@ -1,6 +1,10 @@
+import copy
+import re
+
 import numpy as np
 import pytest
 
+from days.day07_naive_matmul import driver as D
 from days.day07_naive_matmul import reference
 
 
@@ -52,6 +56,72 @@ def test_matmul_rejects_bad_shapes_before_the_gpu():
         driver.matmul(np.ones((3, 4), np.float32), np.ones((3, 4), np.float32))
 
 
+@pytest.mark.parametrize("a,b,exc,word", [
+    (np.ones((2, 3), np.complex64), np.ones((3, 2)), TypeError, "complex"),
+    (np.ones((2, 3)), np.ones((3, 2), bool), TypeError, "booleans"),
+    ("abc", np.ones((3, 2)), TypeError, "string"),
+    (np.array([["a", "b"]]), np.ones((2, 2)), TypeError, "numbers"),
+    (None, np.ones((2, 2)), TypeError, "None"),
+    (np.ones(3), np.ones((3, 2)), ValueError, "2-D"),
+    (np.ones((2, 3)), np.ones((1, 3, 2)), ValueError, "2-D"),
+    (np.ones((2, 3)), np.ones((4, 2)), ValueError, "A[M,K]"),
+    ([[1.0, 2.0], [3.0]], np.ones((2, 2)), ValueError, "ragged"),
+])
+def test_matmul_refuses_bad_arrays(a, b, exc, word):
+    with pytest.raises(exc, match=re.escape(word)):
+        D.matmul(a, b)
+
+
+def test_matmul_and_launch_refuse_unknown_versions():
+    with pytest.raises(ValueError, match="v1, v2"):
+        D.matmul(np.ones((2, 2)), np.ones((2, 2)), "v3")
+    with pytest.raises(TypeError, match="version"):
+        D.matmul(np.ones((2, 2)), np.ones((2, 2)), 2)
+    with pytest.raises(ValueError, match="unknown version"):
+        D.launch("v3", None)  # the old else-branch ran v2 for any name
+
+
+def test_empty_products_launch_nothing():
+    c = D.matmul(np.ones((3, 0)), np.ones((0, 4)))  # K = 0: every entry a sum of nothing
+    assert c.shape == (3, 4) and c.dtype == np.float32 and not c.any()
+    assert D.matmul(np.ones((0, 5)), np.ones((5, 4))).shape == (0, 4)
+    assert D.matmul(np.ones((3, 5)), np.ones((5, 0))).shape == (3, 0)
+
+
+def test_too_many_rows_for_the_grid_is_refused_before_the_gpu():
+    a = np.ones((65535 * 8 + 1, 1), np.float32)  # 2 MB: v2 puts rows on gridDim.y
+    with pytest.raises(ValueError, match="65535"):
+        D.matmul(a, np.ones((1, 1)))
+
+
+def test_best_and_an_odd_bench_shape():
+    assert D.BEST in D.VERSIONS
+    odd = [s for s in D.BENCH_SIZES if all(v % 2 for v in s)]
+    assert odd, "a bench shape with every dimension odd"
+    # the same work as the default, so the two rows compare directly
+    m, k, n = odd[0]
+    assert abs(m * k * n / 2048 ** 3 - 1) < 0.01
+
+
+def test_bar_is_the_gap_to_cublas():
+    from common.bars import judge
+    from common.results import load_all
+
+    rec = load_all().get(7)
+    if rec is None:
+        pytest.skip("no results/day07.json")
+    ok, fig = judge(D.BAR, rec)
+    c = next(c for c in rec["cases"] if c["size"] == [2048, 2048, 2048])
+    v2 = next(r for r in c["rows"] if r["version"] == "v2")
+    cub = c["baseline"][0]["median_ms"]
+    assert ok and f"v2 at {cub / v2['median_ms']:.2f}x cuBLAS" in fig, fig
+    nolib = copy.deepcopy(rec)
+    for c in nolib["cases"]:
+        c["baseline"] = []
+    ok, fig = judge(D.BAR, nolib)
+    assert not ok and "cuBLAS not timed" in fig
+
+
 @pytest.mark.parametrize("version", ["v1", "v2"])
 def test_small_integers_are_exact_on_gpu(gpu, version):
     # integer products and sums below 2^24 are exact in fp32: any indexing slip shows as != 0
@@ -80,3 +150,19 @@ def test_transposed_shapes_and_cublas_on_gpu(gpu):
     d.poison_outputs()
     out = driver.baselines(d)["cuBLAS sgemm"]().get()
     assert compare(out, case.expected()["c"]).ok, "cuBLAS through the row-major trick"
+
+
+def test_one_by_one_and_k_of_one_on_gpu(gpu):
+    for v in D.VERSIONS:
+        assert D.matmul([[3.0]], [[-2.0]], v).tolist() == [[-6.0]], v
+        a = np.arange(5, dtype=np.float32).reshape(5, 1)  # K = 1: an outer product
+        b = np.arange(7, dtype=np.float32).reshape(1, 7)
+        np.testing.assert_array_equal(D.matmul(a, b, v), a @ b, err_msg=v)
+
+
+def test_rows_at_the_grid_limit_on_gpu(gpu):
+    # v2 puts M on gridDim.y in blocks of 8: M = 524280 is exactly 65535 blocks
+    m = 65535 * 8
+    a = (np.arange(m) % 7).astype(np.float32).reshape(m, 1)
+    b = np.full((1, 3), 2, np.float32)
+    np.testing.assert_array_equal(D.matmul(a, b, "v2"), a @ b)
