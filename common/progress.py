@@ -16,7 +16,8 @@ same results (the comments do not show when the markdown is rendered):
     v4 moves <!--m:8192x8192;v4;gbps-->3933 GB/s<!--/m--> on the <!--m:gpu-->NVIDIA H200<!--/m-->
 
 Marker keys (`dNN:` in front reads another day's results, e.g. `d07:2048x2048x2048;v2;ms`):
-    gpu, date, gpu_date, sms, l2, smem_block, copy, read, datasheet     device facts and ceilings
+    gpu, date, gpu_date, sms, l2, smem_block, smem_sm, clock, copy, read, datasheet
+                         device facts (clock: the SMs' top clock) and the memory ceilings
     SIZE;NAME;FIELD      a version's or a library's figure at a benchmark size; FIELD is one of
                          ms, us, gbps, tflops, pct (of the ceiling), size_pct (of the same-bytes
                          ceiling at that size), vs_base (speed-up over the fastest library),
@@ -261,6 +262,8 @@ def resolve(key: str, rec: dict | None, results: dict | None = None) -> str | No
             "sms": lambda: str(dev["sms"]),
             "l2": lambda: f"{dev['l2_bytes'] / 2 ** 20:.0f} MB",
             "smem_block": lambda: f"{dev['smem_per_block_optin'] // 1024} KB",
+            "smem_sm": lambda: f"{dev['smem_per_sm'] // 1024} KB",
+            "clock": lambda: f"{dev['sm_clock_mhz'] / 1000:.2f} GHz",
             "copy": lambda: f"{ceil['copy_gbps']:.0f} GB/s",
             "read": lambda: f"{ceil['read_gbps']:.0f} GB/s",
             "datasheet": lambda: f"{ceil['datasheet_gbps']:.0f} GB/s",

@@ -4,12 +4,16 @@ The harness checks and times the forward y = gelu(x + b) launched from pycuda (v
 tiled and vectorized) against float64 numpy and against torch's own ops. The extension, the
 autograd.Function and gradcheck live in torch_op.py; extras() runs them when torch is here.
 
-    from days.day12_pytorch_integration.driver import bias_gelu, bias_gelu_backward
-    y = bias_gelu(x, b, version="v2")        # numpy in, numpy out (float32 or float64)
+    from days.day12_pytorch_integration.driver import bias_gelu, bias_gelu_backward, on_torch
+    y = bias_gelu(x, b)                      # numpy in, numpy out (float32 or float64)
     gx, gb = bias_gelu_backward(gy, x, b)    # the backward kernels, from pycuda
+    y = on_torch(x_t, b_t)                   # torch CUDA tensors in and out, pycuda launching
 """
+import os
+
 import numpy as np
 
+from common import args as A
 from common import harness as H
 from common.baselines import as_torch, torch_or_none
 from common.gpu import blocks_per_sm, device_info, driver
@@ -24,12 +28,15 @@ VERSIONS = {
     "v1": "one thread per element, flat index, bias column by i % cols",
     "v2": "2-D tiles: bias in registers, 16-byte loads, two rows in flight",
 }
+BEST = "v2"          # the fastest at every bench size (results/day12.json)
 SIZE_HELP = "ROWSxCOLS, e.g. 16384x3072 (x is ROWS x COLS, b has COLS)"
 SIZES = {"small": (64, 1000), "default": (16384, 3072), "large": (65536, 3072)}
 # odd widths take v2's scalar path; (70000, 4) makes each thread loop over many rows
 CHECK_SIZES = [(1, 1), (1, 3), (7, 33), (5, 1000), (3, 1001), (1000, 5), (70000, 4),
                (2, 100003), (33, 4096), (257, 3072)]
-BENCH_SIZES = [(16384, 3072), (8192, 8192)]
+# the awkward one: odd rows and an odd width (v2's scalar path; no tile divides either)
+AWKWARD = (16383, 3073)
+BENCH_SIZES = [(16384, 3072), (8192, 8192), AWKWARD]
 
 
 def validate_size(size):
@@ -43,7 +50,8 @@ def make_case(size, rng):
     b = (rng.standard_normal(cols) * 0.5).astype(np.float32)
     return H.Case(size, inputs={"x": x, "b": b}, outputs={"y": ((rows, cols), np.float32)},
                   reference=lambda: {"y": reference.bias_gelu(x, b)},
-                  bytes=2 * x.nbytes + b.nbytes)  # read x and b once, write y once
+                  bytes=2 * x.nbytes + b.nbytes,  # read x and b once, write y once
+                  read_bytes=x.nbytes + b.nbytes)
 
 
 def vec_for(cols: int, itemsize: int = 4, aligned: bool = True) -> int:
@@ -74,6 +82,7 @@ def _aligned(*ptrs) -> bool:
 
 def launch_forward(version, x, b, y, rows, cols, dtype=np.float32):
     """Enqueue the forward `version` on raw pointers (legacy default stream)."""
+    version = A.version(version, VERSIONS)  # never run some other kernel for an unknown name
     sfx = SUFFIX[np.dtype(dtype)]
     if rows * cols == 0:
         return
@@ -106,17 +115,24 @@ def baselines(d):
 # --- numpy in, numpy out -----------------------------------------------------------------------
 
 def _as_pair(x, b):
-    x = np.asarray(x)
-    dtype = np.float64 if x.dtype == np.float64 else np.float32
-    x = np.ascontiguousarray(x, dtype=dtype)
-    b = np.ascontiguousarray(b, dtype=dtype).ravel()
-    if x.ndim < 1 or x.shape[-1] != b.size:
-        raise ValueError(f"b must have x.shape[-1] elements: x {x.shape}, b {b.shape}")
+    """x [..., C] and b [C] as one float dtype: float64 if x is float64, else float32."""
+    dtype = np.float64 if getattr(x, "dtype", None) == np.float64 else np.float32
+    given = x
+    x = A.floats(x, "x", dtype=dtype)
+    if np.ndim(given) == 0:  # (np.ascontiguousarray would make a scalar 1-D)
+        raise ValueError("x must have at least one dimension, [..., C], got a scalar")
+    b = A.floats(b, "b", ndim=1, shape=(x.shape[-1],), what="(one bias per column of x)",
+                 dtype=dtype)
+    cols = x.shape[-1]
+    rows = x.size // cols if cols else 0
+    validate_size((rows, cols))
     return x, b, dtype
 
 
-def bias_gelu(x, b, version="v2"):
-    """y = gelu(x + b) on the GPU (float32, or float64 if x is float64), x of shape [..., C]."""
+def bias_gelu(x, b, version=BEST):
+    """y = gelu(x + b) on the GPU, x of shape [..., C] and b of shape [C]; float32, or float64
+    if x is float64 (b follows x). An empty x returns an empty y without a launch."""
+    version = A.version(version, VERSIONS)
     x, b, dtype = _as_pair(x, b)
     cols = b.size
     rows = x.size // cols if cols else 0
@@ -146,17 +162,17 @@ def launch_backward(gy, x, b, gx, gb, rows, cols, dtype=np.float32):
 
 
 def bias_gelu_backward(grad_y, x, b):
-    """(grad_x, grad_b) of y = gelu(x + b), on the GPU through pycuda."""
-    from pycuda import gpuarray
-
+    """(grad_x, grad_b) of y = gelu(x + b), on the GPU through pycuda: grad_y and x of shape
+    [..., C], b of shape [C], in x's dtype (float32, or float64). An empty x gives an empty
+    grad_x and a zero grad_b (a sum over no rows) without a launch."""
     x, b, dtype = _as_pair(x, b)
-    gy = np.ascontiguousarray(grad_y, dtype=dtype)
-    if gy.shape != x.shape:
-        raise ValueError(f"grad_y {gy.shape} must have x's shape {x.shape}")
+    gy = A.floats(grad_y, "grad_y", shape=x.shape, what="(x's shape)", dtype=dtype)
     cols = b.size
     rows = x.size // cols if cols else 0
     if rows * cols == 0:
         return np.zeros(x.shape, dtype), np.zeros(b.shape, dtype)
+    from pycuda import gpuarray
+
     driver()
     d_gy, d_x, d_b = gpuarray.to_gpu(gy), gpuarray.to_gpu(x), gpuarray.to_gpu(b)
     d_gx, d_gb = gpuarray.empty(x.shape, dtype), gpuarray.empty(b.shape, dtype)
@@ -169,18 +185,64 @@ def bias_gelu_backward(grad_y, x, b):
     return d_gx.get(), d_gb.get()
 
 
-def on_torch(x, b, version="v2"):
+def check_tensors(x, b, grad_y=None, device_type="cuda", where="bias_gelu"):
+    """What every torch-facing function needs of its tensors, checked in Python before any
+    kernel or extension is called: torch tensors, float32 or float64 alike, x [..., C] and b
+    [C] (grad_y shaped like x), all on one `device_type` device, sizes the kernels' ints hold.
+    Raises TypeError or ValueError with one sentence."""
+    import torch
+
+    named = [("x", x), ("b", b)] + ([("grad_y", grad_y)] if grad_y is not None else [])
+    for name, t in named:
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{where}: {name} must be a torch.Tensor, got {type(t).__name__}")
+    for name, t in named:
+        if t.dtype not in (torch.float32, torch.float64):
+            raise TypeError(f"{where}: {name} must be float32 or float64, got {t.dtype}")
+        if t.dtype != x.dtype:
+            raise TypeError(f"{where}: x and {name} must have one dtype, got {x.dtype} and {t.dtype}")
+    if x.dim() < 1:
+        raise ValueError(f"{where}: x must have at least one dimension, [..., C], got a scalar")
+    if b.dim() != 1 or b.shape[0] != x.shape[-1]:
+        raise ValueError(f"{where}: b must be 1-D with x.shape[-1] = {x.shape[-1]} elements, "
+                         f"got shape {tuple(b.shape)}")
+    if grad_y is not None and grad_y.shape != x.shape:
+        raise ValueError(f"{where}: grad_y must have x's shape {tuple(x.shape)}, got "
+                         f"{tuple(grad_y.shape)}")
+    for name, t in named:
+        if t.device.type != device_type:
+            raise ValueError(f"{where}: {name} must be a {device_type.upper()} tensor (the kernels "
+                             f"run on the GPU), got one on {t.device}")
+        if t.device != x.device:
+            raise ValueError(f"{where}: x and {name} are on different devices ({x.device}, {t.device})")
+    cols = x.shape[-1]
+    if cols >= 2 ** 31 or (cols and x.numel() // cols >= 2 ** 31):
+        raise ValueError(f"{where}: rows and columns must each be below 2^31 (the kernels take int "
+                         f"sizes), got x of shape {tuple(x.shape)}")
+
+
+def on_torch(x, b, version=BEST):
     """pycuda launching on torch tensors (for comparison with the extension): y is a new torch
-    tensor written by the pycuda kernel through data_ptr(), no copies. pycuda launches on the
-    legacy default stream, so this is only ordered with torch's work on its default stream."""
-    torch = torch_or_none()
-    if torch is None:
-        raise RuntimeError("torch with CUDA is not available")
+    tensor written by the pycuda kernel through data_ptr(), no copies. x [..., C] and b [C] are
+    CUDA tensors of one float dtype on the GPU pycuda uses (DAY_DEVICE, default 0); an empty x
+    returns an empty y without a launch. pycuda launches on the legacy default stream, so this
+    is only ordered with torch's work on its default stream."""
+    version = A.version(version, VERSIONS)
+    try:
+        import torch
+    except ImportError:
+        raise RuntimeError("on_torch needs torch (pip install torch)") from None
+    check_tensors(x, b, where="on_torch")
+    want = int(os.environ.get("DAY_DEVICE", "0"))
+    if x.device.index not in (None, want):
+        raise ValueError(f"on_torch: pycuda launches on cuda:{want} (DAY_DEVICE), x is on {x.device}")
+    if x.numel() == 0:
+        return torch.empty_like(x, memory_format=torch.contiguous_format)
+    if torch_or_none() is None:
+        raise RuntimeError("torch sees no CUDA GPU")
     if torch.cuda.current_stream().cuda_stream != 0:
         raise ValueError("pycuda launches on the legacy default stream: call on_torch from "
                          "torch's default stream (or synchronize), not inside torch.cuda.stream()")
-    if x.dtype not in (torch.float32, torch.float64) or b.dtype != x.dtype:
-        raise TypeError("x and b must both be float32 or both float64")
     x, b = x.contiguous(), b.contiguous()
     y = torch.empty_like(x)
     cols = b.numel()
@@ -193,6 +255,20 @@ def on_torch(x, b, version="v2"):
 # --- the PyTorch half, when torch is here ------------------------------------------------------
 
 EXTRA_SIZE = (16384, 3072)  # GPT-2 small's MLP activation at batch 16 x 1024 tokens
+
+
+def _gradcheck_passes(rec):
+    """The bar's check on a results record: every gradcheck extras() ran passed (float64)."""
+    torch_rec = (rec.get("extra") or {}).get("torch")
+    runs = torch_rec.get("gradcheck") if isinstance(torch_rec, dict) else None
+    if not runs:
+        return False, f"gradcheck not run ({torch_rec or 'no torch record'})"
+    passed = sum(r[-1] == "pass" for r in runs)
+    return passed == len(runs), f"{passed} of {len(runs)} gradchecks pass (float64, both entry points)"
+
+
+# CURRICULUM.md: gradcheck passes
+BAR = [{"text": "gradcheck passes", "check": _gradcheck_passes}]
 
 
 def extras(report, mode):

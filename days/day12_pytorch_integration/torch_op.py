@@ -19,7 +19,10 @@ from pathlib import Path
 import torch
 from torch.autograd.function import once_differentiable
 
+from .driver import check_tensors
+
 HERE = Path(__file__).resolve().parent
+DEVICE_TYPE = "cuda"  # where the tensors must live (the CPU test of the wiring sets "cpu")
 SOURCES = ("kernel.cu", "torch_launcher.cu", "binding.cpp")
 
 
@@ -103,6 +106,7 @@ class BiasGELU(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, b):
+        check_tensors(x, b, device_type=DEVICE_TYPE, where="BiasGELU")  # a clear Python error first
         x, b = x.contiguous(), b.contiguous()
         ctx.save_for_backward(x, b)
         return extension().forward(x, b)
@@ -118,7 +122,8 @@ class BiasGELU(torch.autograd.Function):
 
 
 def bias_gelu(x, b):
-    """y = gelu(x + b) with autograd, through BiasGELU."""
+    """y = gelu(x + b) with autograd, through BiasGELU: x [..., C] and b [C], CUDA tensors of
+    one dtype, float32 or float64 (anything else: TypeError or ValueError, before any kernel)."""
     return BiasGELU.apply(x, b)
 
 
@@ -129,6 +134,7 @@ def bias_gelu(x, b):
 
 @torch.library.custom_op("day12::bias_gelu", mutates_args=())
 def bias_gelu_op(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    check_tensors(x, b, device_type=DEVICE_TYPE, where="day12::bias_gelu")
     return extension().forward(x.contiguous(), b.contiguous())
 
 
@@ -141,6 +147,7 @@ def _(x, b):
 @torch.library.custom_op("day12::bias_gelu_backward", mutates_args=())
 def bias_gelu_backward_op(grad_y: torch.Tensor, x: torch.Tensor,
                           b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    check_tensors(x, b, grad_y, device_type=DEVICE_TYPE, where="day12::bias_gelu_backward")
     gx, gb = extension().backward(grad_y.contiguous(), x.contiguous(), b.contiguous())
     return gx, gb
 

@@ -129,3 +129,89 @@ def test_matches_torch_on_gpu(gpu):
     t = torch.nn.functional.conv1d(torch.as_tensor(x, device="cuda").view(1, 1, -1),
                                    torch.as_tensor(w, device="cuda").view(1, 1, -1), padding=3)
     np.testing.assert_allclose(driver.conv1d(x, w), t.cpu().numpy().ravel(), rtol=1e-5, atol=1e-5)
+
+
+# --- the public function: bad input is refused before anything reaches the GPU -------------------
+
+def _raises(exc, word, fn):
+    with pytest.raises(exc) as e:
+        fn()
+    assert word in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("x,w,exc,word", [
+    (np.ones((4, 100)), np.ones(3), ValueError, "1-D"),        # a 2-D signal is not convolved by rows
+    (np.ones(100), np.ones((1, 3)), ValueError, "1-D"),
+    (np.float32(1.0), np.ones(3), ValueError, "1-D"),
+    (np.ones(10, np.complex64), np.ones(3), TypeError, "complex"),
+    (np.ones(10), np.ones(3, bool), TypeError, "booleans"),
+    ("signal", np.ones(3), TypeError, "string"),
+    (np.ones(10), np.ones(4), ValueError, "odd length"),       # even: no centre tap
+    (np.ones(10), np.ones(0), ValueError, "empty"),
+    (np.ones(10), np.ones(1025), ValueError, "1023"),          # past the constant buffer
+    (np.ones(10), np.ones(1024), ValueError, "odd"),
+])
+def test_conv1d_refuses_bad_input(x, w, exc, word):
+    from days.day11_conv1d import driver
+
+    _raises(exc, word, lambda: driver.conv1d(x, w))
+
+
+def test_conv1d_refuses_unknown_versions_and_launch_too():
+    from days.day11_conv1d import driver
+
+    _raises(ValueError, "v4", lambda: driver.conv1d(np.ones(10), np.ones(3), "v5"))
+    _raises(TypeError, "version", lambda: driver.conv1d(np.ones(10), np.ones(3), None))
+    # launch() used to run v3 for any name it did not know
+    _raises(ValueError, "unknown version", lambda: driver.launch("v9", None))
+    _raises(ValueError, "unknown version", lambda: driver.loads_per_output("v0", 7))
+
+
+def test_conv1d_of_an_empty_signal_launches_nothing():
+    from days.day11_conv1d import driver
+
+    y = driver.conv1d(np.ones(0), np.ones(5))
+    assert y.dtype == np.float32 and y.shape == (0,)
+    np.testing.assert_array_equal(reference.conv1d(np.ones(0), np.ones(5)), y)   # the spec agrees
+
+
+def test_signal_length_limit():
+    from days.day11_conv1d import driver
+
+    driver.validate_size((driver.MAX_N, 31))
+    _raises(ValueError, "32-bit", lambda: driver.validate_size((driver.MAX_N + 1, 31)))
+
+
+def test_bar_best_and_bench_sizes():
+    from common.bars import judge
+    from days.day11_conv1d import driver
+
+    assert driver.BEST == "v4"
+    # an awkward length (odd, no tile divides it) is timed, with a small filter like the others
+    awkward = [(n, k) for n, k in driver.BENCH_SIZES if n % 2 and n % 256 and n % 2048]
+    assert awkward and all(k <= 2 * driver.V4_MAX_R + 1 for _, k in driver.BENCH_SIZES)
+    # the bar is 70% of the ceiling at every bench size
+    row = lambda pct: {"version": "v4", "ok": True, "median_ms": 1.0, "pct_of_ceiling": pct}
+    rec = {"cases": [{"size": list(s), "rows": [row(80.0)], "baseline": []} for s in driver.BENCH_SIZES]}
+    assert judge(driver.BAR, rec)[0] is True
+    rec["cases"][-1]["rows"] = [row(69.0)]
+    ok, fig = judge(driver.BAR, rec)
+    assert ok is False and "69.0%" in fig
+
+
+def test_case_reads_half_its_bytes():
+    from days.day11_conv1d import driver
+
+    c = driver.make_case((1000, 7), np.random.default_rng(0))
+    assert c.read_bytes == 4 * 1000 + 4 * 7 and c.bytes - c.read_bytes == 4 * 1000
+
+
+def test_widest_filter_and_tiniest_signal_on_gpu(gpu):
+    # K = 1023 (the constant buffer's limit) over a signal shorter than the filter, every version
+    from days.day11_conv1d import driver
+
+    w = (np.arange(1023) % 5 - 2).astype(np.float32)
+    for x in (np.array([3.0], np.float32), np.arange(1, 6, dtype=np.float32)):
+        want = reference.conv1d(x, w).astype(np.float32)     # small integers: exact in float32
+        for v in driver.VERSIONS:
+            np.testing.assert_array_equal(driver.conv1d(x, w, v), want, err_msg=f"{v} n={x.size}")

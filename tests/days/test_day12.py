@@ -85,12 +85,140 @@ def test_autograd_wiring_with_a_stand_in_extension(monkeypatch):
             return torch.from_numpy(gx), torch.from_numpy(gb)
 
     monkeypatch.setattr(torch_op, "extension", lambda verbose=False: StandIn)
+    monkeypatch.setattr(torch_op, "DEVICE_TYPE", "cpu")  # the stand-in computes on the CPU
     x = torch.randn(4, 6, dtype=torch.float64, requires_grad=True)
     b = torch.randn(6, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(torch_op.BiasGELU.apply, (x, b))
     assert torch.autograd.gradcheck(torch_op.bias_gelu_op, (x, b))
     torch_op.BiasGELU.apply(x.t().contiguous().t(), b).sum().backward()  # expanded grad_y
     assert x.grad.shape == x.shape and b.grad.shape == b.shape
+
+
+# --- CPU: the public functions refuse bad input before anything reaches the GPU ------------------
+
+def _raises(exc, word, fn):
+    with pytest.raises(exc) as e:
+        fn()
+    assert word in str(e.value), str(e.value)
+
+
+BAD_PAIRS = [
+    (np.ones((2, 3), np.complex128), np.ones(3), TypeError, "complex"),
+    (np.ones((2, 3)), np.ones(3, bool), TypeError, "booleans"),
+    ("x", np.ones(3), TypeError, "string"),
+    (np.float32(1.0), np.ones(1), ValueError, "scalar"),
+    (np.ones((2, 3)), np.ones(4), ValueError, "(3,)"),          # one bias per column
+    (np.ones((2, 3)), np.ones((1, 3)), ValueError, "1-D"),      # b is 1-D, not broadcast rows
+    ([[1.0, 2.0], [3.0]], np.ones(2), ValueError, "ragged"),
+]
+
+
+@pytest.mark.parametrize("x,b,exc,word", BAD_PAIRS)
+def test_bias_gelu_refuses_bad_input(x, b, exc, word):
+    from days.day12_pytorch_integration import driver
+
+    _raises(exc, word, lambda: driver.bias_gelu(x, b))
+
+
+@pytest.mark.parametrize("x,b,exc,word", BAD_PAIRS)
+def test_bias_gelu_backward_refuses_bad_input(x, b, exc, word):
+    from days.day12_pytorch_integration import driver
+
+    gy = np.ones(np.shape(x)) if not isinstance(x, (str, list)) else np.ones((2, 2))
+    _raises(exc, word, lambda: driver.bias_gelu_backward(gy, x, b))
+
+
+def test_backward_needs_grad_y_shaped_like_x():
+    from days.day12_pytorch_integration import driver
+
+    _raises(ValueError, "grad_y", lambda: driver.bias_gelu_backward(np.ones((3, 2)), np.ones((2, 3)),
+                                                                    np.ones(3)))
+    _raises(TypeError, "complex", lambda: driver.bias_gelu_backward(np.ones((2, 3), complex),
+                                                                    np.ones((2, 3)), np.ones(3)))
+
+
+def test_unknown_versions_are_refused_and_never_run_another_kernel():
+    from days.day12_pytorch_integration import driver
+
+    _raises(ValueError, "v1, v2", lambda: driver.bias_gelu(np.ones((2, 3)), np.ones(3), "v3"))
+    _raises(TypeError, "version", lambda: driver.bias_gelu(np.ones((2, 3)), np.ones(3), 2))
+    # launch_forward ran v2 for any name but "v1"
+    _raises(ValueError, "unknown version", lambda: driver.launch_forward("v0", 0, 0, 0, 1, 1))
+
+
+def test_empty_inputs_launch_nothing():
+    from days.day12_pytorch_integration import driver
+
+    y = driver.bias_gelu(np.ones((0, 5), np.float32), np.ones(5))
+    assert y.shape == (0, 5) and y.dtype == np.float32
+    assert driver.bias_gelu(np.ones((4, 0)), np.ones(0)).shape == (4, 0)
+    gx, gb = driver.bias_gelu_backward(np.ones((0, 3)), np.ones((0, 3)), np.ones(3))
+    assert gx.shape == (0, 3) and gx.dtype == np.float64
+    np.testing.assert_array_equal(gb, np.zeros(3))                 # a sum over no rows
+
+
+def test_dtype_follows_x():
+    from days.day12_pytorch_integration import driver
+
+    x, b, dt = driver._as_pair(np.ones((2, 3)), np.ones(3, np.float32))
+    assert dt == np.float64 and x.dtype == b.dtype == np.float64
+    x, b, dt = driver._as_pair(np.ones((2, 3), np.int64), np.ones(3))  # integers: float32
+    assert dt == np.float32 and b.dtype == np.float32
+
+
+def test_bar_is_gradcheck():
+    from common.bars import judge
+    from days.day12_pytorch_integration import driver
+
+    rows = [["BiasGELU.apply", "5x12", "pass"], ["bias_gelu_op", "3x13", "pass"]]
+    assert judge(driver.BAR, {"extra": {"torch": {"gradcheck": rows}}})[0] is True
+    rows[1][2] = "FAIL"
+    ok, fig = judge(driver.BAR, {"extra": {"torch": {"gradcheck": rows}}})
+    assert not ok and "1 of 2" in fig
+    assert judge(driver.BAR, {"extra": {"torch": "not installed"}})[0] is False
+    assert driver.BEST == "v2"
+    assert any(r % 2 and c % 2 for r, c in driver.BENCH_SIZES)     # an awkward shape is timed
+
+
+# --- CPU with torch: the torch-facing functions refuse bad tensors in Python ----------------------
+
+BAD_TENSORS = [  # (what, make(torch) -> (x, b), exception, word)
+    ("int x", lambda t: (t.ones(2, 3, dtype=t.int32), t.ones(3, dtype=t.int32)), TypeError, "float32 or float64"),
+    ("half x", lambda t: (t.ones(2, 3, dtype=t.float16), t.ones(3, dtype=t.float16)), TypeError, "float32"),
+    ("mixed dtypes", lambda t: (t.ones(2, 3), t.ones(3, dtype=t.float64)), TypeError, "one dtype"),
+    ("numpy b", lambda t: (t.ones(2, 3), np.ones(3, np.float32)), TypeError, "torch.Tensor"),
+    ("short b", lambda t: (t.ones(2, 3), t.ones(2)), ValueError, "x.shape[-1] = 3"),
+    ("2-D b", lambda t: (t.ones(2, 3), t.ones(1, 3)), ValueError, "1-D"),
+    ("scalar x", lambda t: (t.tensor(1.0), t.ones(1)), ValueError, "scalar"),
+    ("cpu tensors", lambda t: (t.ones(2, 3), t.ones(3)), ValueError, "CUDA"),
+]
+
+
+@pytest.mark.parametrize("what,make,exc,word", BAD_TENSORS, ids=[b[0] for b in BAD_TENSORS])
+def test_torch_facing_functions_refuse_bad_tensors(monkeypatch, what, make, exc, word):
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    from days.day12_pytorch_integration import driver, torch_op
+
+    def no_build(verbose=False):
+        raise AssertionError("the extension was reached with bad tensors")
+
+    monkeypatch.setattr(torch_op, "extension", no_build)
+    x, b = make(torch)
+    _raises(exc, word, lambda: driver.on_torch(x, b))
+    _raises(exc, word, lambda: torch_op.bias_gelu(x, b))
+    if isinstance(b, torch.Tensor):  # (the custom ops' schema refuses non-tensors itself)
+        _raises(exc, word, lambda: torch_op.bias_gelu_op(x, b))
+        _raises(exc, word, lambda: torch_op.bias_gelu_backward_op(torch.ones_like(x), x, b))
+
+
+def test_torch_backward_op_checks_grad_y(monkeypatch):
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    from days.day12_pytorch_integration import torch_op
+
+    monkeypatch.setattr(torch_op, "DEVICE_TYPE", "cpu")
+    x, b = torch.ones(2, 3), torch.ones(3)
+    _raises(ValueError, "grad_y", lambda: torch_op.bias_gelu_backward_op(torch.ones(3, 2), x, b))
+    _raises(TypeError, "one dtype", lambda: torch_op.bias_gelu_backward_op(x.double(), x, b))
 
 
 # --- GPU without torch: the pycuda route ----------------------------------------------------------
@@ -120,6 +248,23 @@ def test_float64_forward_from_pycuda(gpu, version):
         x, b = rng.standard_normal(shape) * 3, rng.standard_normal(shape[-1])
         r = compare(driver.bias_gelu(x, b, version), reference.bias_gelu(x, b))  # 1e-12 for float64
         assert r.ok, f"{version} {shape}: {r.message}"
+
+
+def test_on_torch_edges_on_gpu(gpu):
+    # an empty x comes back empty (no launch); one element and an odd width take the scalar path
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA here")
+    from days.day12_pytorch_integration import driver
+
+    e = driver.on_torch(torch.ones(0, 7, device="cuda"), torch.ones(7, device="cuda"))
+    assert e.shape == (0, 7) and e.is_cuda
+    for shape in [(1, 1), (3, 1001), (2, 5, 3)]:
+        x, b = _inputs(torch, shape, torch.float32, seed=len(shape))
+        for v in driver.VERSIONS:
+            r = compare(driver.on_torch(x, b, v).cpu().numpy(),
+                        reference.bias_gelu(x.cpu().numpy(), b.cpu().numpy()))
+            assert r.ok, f"{v} {shape}: {r.message}"
 
 
 # --- GPU with torch: the extension, autograd, gradcheck, streams, torch.compile ---------------------

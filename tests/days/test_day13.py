@@ -103,8 +103,92 @@ def test_case_counts_four_bytes_a_pixel_and_holds_both_layouts():
 
     case = driver.make_case((3, 5), np.random.default_rng(0))
     assert case.bytes == 4 * 15
+    assert case.read_bytes == 3 * 15        # 3 bytes read : 1 written, the ceiling's mix
     np.testing.assert_array_equal(case.inputs["g"], case.inputs["rgb"][..., 1])
     assert case.inputs["r"].flags["C_CONTIGUOUS"]
+
+
+# --- the public functions refuse bad input before anything reaches the GPU ------------------------
+
+def _raises(exc, word, fn):
+    with pytest.raises(exc) as e:
+        fn()
+    assert word in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("img,exc,word", [
+    (np.zeros((4, 4, 3), np.float32), TypeError, "uint8"),        # a float image, even 0..255
+    (np.zeros((4, 4, 3), np.float64) + 0.5, TypeError, "uint8"),
+    (np.zeros((4, 4, 3), np.complex64), TypeError, "complex"),
+    (np.zeros((4, 4, 3), bool), TypeError, "booleans"),
+    ("image.png", TypeError, "string"),
+    (np.zeros((4, 4, 4), np.uint8), ValueError, "RGBA"),          # 4 channels
+    (np.zeros((4, 4, 1), np.uint8), ValueError, "3 channels"),
+    (np.zeros((4, 4), np.uint8), ValueError, "3-D"),              # already gray
+    (np.zeros((2, 4, 4, 3), np.uint8), ValueError, "3-D"),        # a batch
+    (np.zeros((3, 4, 4), np.uint8), ValueError, "3 channels"),    # channels first
+    (np.full((2, 2, 3), 256), ValueError, "256"),                 # out of 0..255
+    (np.full((2, 2, 3), -1, np.int16), ValueError, "-1"),
+])
+def test_to_gray_refuses_bad_images(img, exc, word):
+    from days.day13_color_to_gray import driver
+
+    _raises(exc, word, lambda: driver.to_gray(img))
+
+
+def test_to_gray_planar_refuses_bad_planes():
+    from days.day13_color_to_gray import driver
+
+    p = np.zeros((2, 3), np.uint8)
+    _raises(ValueError, "one shape", lambda: driver.to_gray_planar(p, p, np.zeros((3, 2), np.uint8)))
+    _raises(TypeError, "uint8", lambda: driver.to_gray_planar(p, p.astype(np.float32), p))
+    _raises(ValueError, "2-D", lambda: driver.to_gray_planar(p, p, np.zeros((2, 3, 1), np.uint8)))
+    _raises(ValueError, "v1, v2", lambda: driver.to_gray_planar(p, p, p, "v7"))
+
+
+def test_unknown_versions_are_refused_and_launch_too():
+    from days.day13_color_to_gray import driver
+
+    _raises(ValueError, "v5", lambda: driver.to_gray(np.zeros((2, 2, 3), np.uint8), "v6"))
+    _raises(TypeError, "version", lambda: driver.to_gray(np.zeros((2, 2, 3), np.uint8), 4))
+    _raises(ValueError, "unknown version", lambda: driver.launch("v9", None))
+
+
+def test_empty_images_launch_nothing():
+    from days.day13_color_to_gray import driver
+
+    for shape in [(0, 5, 3), (4, 0, 3)]:
+        g = driver.to_gray(np.zeros(shape, np.uint8))
+        assert g.shape == shape[:2] and g.dtype == np.uint8
+    g = driver.to_gray_planar(*[np.zeros((0, 7), np.uint8)] * 3)
+    assert g.shape == (0, 7) and g.dtype == np.uint8
+
+
+def test_best_bar_and_an_awkward_bench_size():
+    from common.bars import judge
+    from days.day13_color_to_gray import driver
+
+    assert driver.BEST == "v4" and driver.BEST_PLANAR in driver.PLANAR
+    assert any((h * w) % 16 and w % 16 for h, w in driver.BENCH_SIZES)
+    row = lambda pct: {"version": "v4", "ok": True, "median_ms": 1.0, "pct_of_ceiling": pct}
+    rec = {"cases": [{"size": list(s), "rows": [row(90.0)], "baseline": []} for s in driver.BENCH_SIZES]}
+    assert judge(driver.BAR, rec)[0] is True
+    rec["cases"][0]["rows"] = [row(79.0)]
+    assert judge(driver.BAR, rec)[0] is False
+
+
+def test_integer_images_in_range_convert_on_gpu(gpu):
+    # int64 pixels 0..255 are taken as they are; the smallest image (1 pixel) too
+    from days.day13_color_to_gray import driver
+
+    img = np.random.default_rng(3).integers(0, 256, (5, 37, 3))
+    want = reference.to_gray(img.astype(np.uint8))
+    r, g, b = (img[..., c] for c in range(3))
+    for v in driver.VERSIONS:
+        np.testing.assert_array_equal(driver.to_gray(img, v), want, err_msg=v)
+        np.testing.assert_array_equal(driver.to_gray(img[:1, :1], v), want[:1, :1], err_msg=v)
+        # planes in, whichever layout the version reads (interleaved ones get them stacked)
+        np.testing.assert_array_equal(driver.to_gray_planar(r, g, b, v), want, err_msg=v)
 
 
 def test_every_version_is_exact_on_the_photo_on_gpu(gpu, tmp_path):

@@ -57,12 +57,80 @@ def test_sizes_are_validated():
         driver.validate_size((10, 5000, 100))
     with pytest.raises(ValueError, match="percent"):
         driver.validate_size((10, 256, 101))
-    with pytest.raises(ValueError, match="keys must lie"):
+    with pytest.raises(ValueError, match=r"keys\[1\] = 300 lies outside \[0, 256\)"):
         driver.histogram(np.array([0, 300]), 256)  # 300 does not fit a uint8 key
-    with pytest.raises(ValueError, match="keys must lie"):
+    with pytest.raises(ValueError, match=r"keys\[1\] = 7 lies outside \[0, 7\)"):
         driver.histogram(np.array([0, 7], np.uint8), 7)  # 7 is not a bin of 7
-    with pytest.raises(ValueError, match="keys must lie"):
+    with pytest.raises(ValueError, match=r"keys\[0\] = -1 lies outside \[0, 7\)"):
         driver.histogram(np.array([-1, 2]), 7)
+
+
+def _raises(exc, word, fn):
+    with pytest.raises(exc) as e:
+        fn()
+    assert word in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("keys,bins,exc,word", [
+    (np.array([1.5, 2.0]), 4, ValueError, "whole numbers"),     # fractional keys are not cut
+    (np.array([np.nan]), 4, ValueError, "whole numbers"),
+    (np.array([1, 2], np.complex64), 4, TypeError, "integers"),
+    (np.array([True, False]), 4, TypeError, "booleans"),
+    ("0123", 4, TypeError, "string"),
+    (np.array([[0, 1], [2, 4]]), 4, ValueError, "keys[1, 1] = 4"),  # any shape; the index is named
+    (np.array([0, 1]), 0, ValueError, "bins"),
+    (np.array([0, 1]), 4097, ValueError, "bins"),
+    (np.array([0, 1]), 2.5, TypeError, "bins"),
+    (np.array([0, 1]), "256", TypeError, "bins"),
+])
+def test_histogram_refuses_bad_input(keys, bins, exc, word):
+    from days.day16_atomic_add_ops import driver
+
+    _raises(exc, word, lambda: driver.histogram(keys, bins))
+
+
+def test_histogram_refuses_unknown_versions_and_launch_too():
+    from days.day16_atomic_add_ops import driver
+
+    _raises(ValueError, "v1, v2", lambda: driver.histogram([0, 1], 4, "v7"))
+    _raises(TypeError, "version", lambda: driver.histogram([0, 1], 4, 6))
+    _raises(ValueError, "unknown version", lambda: driver.launch("v0", None))   # no symbol lookup
+    _raises(ValueError, "unknown version", lambda: driver.skew_sweep(versions=("v2", "v9")))
+
+
+def test_histogram_of_no_keys_is_all_zeros_without_a_launch():
+    from days.day16_atomic_add_ops import driver
+
+    for keys in ([], np.zeros(0, np.uint16), np.zeros((3, 0), np.int64)):
+        got = driver.histogram(keys, 5)
+        assert got.dtype == np.int32 and got.tolist() == [0, 0, 0, 0, 0]
+
+
+def test_key_count_limit():
+    from days.day16_atomic_add_ops import driver
+
+    driver.validate_size((driver.MAX_KEYS, 256, 100))
+    _raises(ValueError, "int32", lambda: driver.validate_size((driver.MAX_KEYS + 1, 256, 100)))
+
+
+def test_best_bar_read_only_mix_and_an_awkward_size():
+    from common.bars import judge
+    from days.day16_atomic_add_ops import driver
+
+    assert driver.BEST == "v4"
+    c = driver.make_case((1000, 7, 50), np.random.default_rng(0))
+    assert c.read_bytes == c.bytes                    # a histogram only reads (counts are tiny)
+    assert any(n % 16 and bins & (bins - 1) for n, bins, _ in driver.BENCH_SIZES)
+    # the bar: v2 >= 5x v1 on every skewed bench size
+    rows = lambda t1, t2: [{"version": "v1", "ok": True, "median_ms": t1},
+                           {"version": "v2", "ok": True, "median_ms": t2}]
+    rec = {"cases": [{"size": list(s), "rows": rows(100.0, 1.0), "baseline": []}
+                     for s in driver.BENCH_SIZES]}
+    assert judge(driver.BAR, rec)[0] is True
+    skewed = [i for i, s in enumerate(driver.BENCH_SIZES) if s[2] == driver.SKEWED]
+    rec["cases"][skewed[-1]]["rows"] = rows(4.0, 1.0)
+    ok, fig = judge(driver.BAR, rec)
+    assert ok is False and "4.0x v1" in fig
 
 
 def test_segment_sums_by_hand():
@@ -95,6 +163,17 @@ def test_every_key_counted_once_under_heavy_skew_on_gpu(gpu):
         for v in driver.VERSIONS:
             got = driver.histogram(keys, bins, v)
             assert got.sum() == keys.size and np.array_equal(got, want), (bins, v)
+
+
+def test_whole_number_floats_and_2d_keys_on_gpu(gpu):
+    # keys stored as floats (3.0) and an image-shaped array are counted like the integers
+    from days.day16_atomic_add_ops import driver
+
+    keys = np.random.default_rng(16).integers(0, 10, (33, 17))
+    want = np.bincount(keys.ravel(), minlength=10)
+    for v in driver.VERSIONS:
+        np.testing.assert_array_equal(driver.histogram(keys.astype(np.float64), 10, v), want, err_msg=v)
+        np.testing.assert_array_equal(driver.histogram([9], 10, v), np.eye(10, dtype=int)[9], err_msg=v)
 
 
 def test_float_segment_sums_on_gpu(gpu):
