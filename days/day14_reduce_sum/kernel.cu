@@ -8,21 +8,23 @@
 // Every version is a complete reduction to one number. Versions v1-v6 reduce one tile per
 // block to one partial sum; the driver launches the same kernel again on the partial sums
 // until one value is left (2^28 floats: 2^20 -> 2^12 -> 2^4 -> 1 for v1, four launches).
-// v7 and v8 run a fixed grid that fills the GPU, then reduce its few hundred partials with
-// one more block; v9 does it all in one launch.
+// v7 and v8 run a fixed grid that fills the GPU (8 blocks per SM), then reduce its partials
+// (one per block, ~1000) with one more block; v9 does it all in one launch.
 //
 //   v1  interleaved addressing, divergent branch: `if (tid % (2*stride) == 0)`; half the
 //       threads of every warp idle at the first step, and % by a runtime value is a division
-//   v2  interleaved addressing, strided index: `idx = 2*stride*tid`; no divergence, but the
-//       shared-memory accesses now hit the same bank 2, 4, 8, ... ways (bank conflicts)
+//   v2  interleaved addressing, strided index: `idx = 2*stride*tid`; the working threads are
+//       contiguous, but a warp's shared-memory accesses now fall on the same banks: 2-, 4-,
+//       8-, 8-, 8-, 4-, 2-way conflicts at strides 1, 2, 4, ..., 64 (see v2 below)
 //   v3  sequential addressing: `if (tid < stride) s[tid] += s[tid + stride]`; contiguous
-//       threads read contiguous words: no divergence inside busy warps, no conflicts
+//       threads read contiguous words: working threads contiguous, and no bank conflicts
 //   v4  first add during the load: each thread loads two elements and adds them, so a block
 //       covers 2x the data and no thread is idle at the first step
-//   v5  the last warp unrolled: once 32 threads remain they need no __syncthreads, only
-//       __syncwarp (the block size is a compile-time constant, so every loop unrolls)
+//   v5  the last warp unrolled: once 64 values remain, one warp finishes with __syncwarp
+//       instead of __syncthreads (3 block barriers instead of v4's 9; the block size is a
+//       compile-time constant, so every loop unrolls)
 //   v6  warp shuffles: __shfl_down_sync adds across a warp in registers; shared memory holds
-//       only one value per warp, and there are two barriers instead of eight
+//       only one value per warp, and a block has one barrier instead of nine
 //   v7  grid-stride loop: a fixed grid (a few blocks per SM) where each thread sums many
 //       elements in a register first; the partials (one per block) are reduced by one more
 //       launch of the same kernel with one block: deterministic two-pass
@@ -32,6 +34,8 @@
 //       independent accumulators (more bytes in flight, shorter dependency chains)
 //   v9  v8 in one launch: each block publishes its partial, takes a ticket with atomicInc,
 //       and the last block to finish sums the partials in block order (still deterministic)
+//   v10 v9 with contiguous reads: each step of a block reads one 32 KB chunk (4 float4 a
+//       thread, 512 threads), instead of four loads a whole grid apart
 #include <cstdint>
 
 #define THREADS 256  // every version runs 256 threads a block (a power of two: the trees halve it)
@@ -40,6 +44,7 @@
 
 // ---------------------------------------------------------------------------------------
 // v1: interleaved addressing with a divergent branch (the textbook starting point)
+// 1 + 8 block barriers (after the load, then one per step of the tree)
 // ---------------------------------------------------------------------------------------
 extern "C" __global__ void reduce_v1(const float* __restrict__ x, float* __restrict__ out,
                                      long long n) {
@@ -59,8 +64,12 @@ extern "C" __global__ void reduce_v1(const float* __restrict__ x, float* __restr
 
 // ---------------------------------------------------------------------------------------
 // v2: the same tree, but thread t works on index 2*stride*t: the working threads are now
-// contiguous (threads 0..127, then 0..63, ...), so whole warps retire. The price: at stride
-// s, consecutive threads touch words 2s apart, i.e. bank (2*s*t) % 32: a 2s-way conflict.
+// contiguous (threads 0..127, then 0..63, ...), so whole warps retire. The price: lane t of a
+// warp touches word 2*s*t, in bank (2*s*t) % 32, and several lanes ask one bank for different
+// words. Counting distinct words per bank in one warp's request (s = stride):
+//   s = 1: 2-way, 2: 4-way, 4: 8-way, 8: 8-way, 16: 8-way, 32: 4-way, 64: 2-way, 128: none.
+// Never more than 8-way: the 256-word array holds only 8 words in each bank. (v1 has no
+// conflicts: its working lanes touch words 32w + lane, all in different banks.)
 // ---------------------------------------------------------------------------------------
 extern "C" __global__ void reduce_v2(const float* __restrict__ x, float* __restrict__ out,
                                      long long n) {
@@ -122,9 +131,11 @@ extern "C" __global__ void reduce_v4(const float* __restrict__ x, float* __restr
 
 // ---------------------------------------------------------------------------------------
 // v5: unroll the last warp. When 64 partial sums are left, one warp finishes the job: a
-// warp's threads need no block barrier, only __syncwarp() between a read and the write that
-// could overwrite it (the old `volatile` trick without __syncwarp is a race since Volta's
-// independent thread scheduling). THREADS is a compile-time constant: the loop unrolls.
+// warp's threads need no block barrier, only __syncwarp() between a write and the reads of
+// it, and between those reads and the next write (the old `volatile` trick without
+// __syncwarp is a race since Volta's independent thread scheduling). Barriers per block: 3
+// (after the load, strides 128 and 64) instead of v4's 9. THREADS is a compile-time
+// constant: the loop unrolls.
 // ---------------------------------------------------------------------------------------
 extern "C" __global__ void reduce_v5(const float* __restrict__ x, float* __restrict__ out,
                                      long long n) {
@@ -153,7 +164,8 @@ extern "C" __global__ void reduce_v5(const float* __restrict__ x, float* __restr
 // ---------------------------------------------------------------------------------------
 // v6: warp shuffles. __shfl_down_sync(mask, v, o) hands each lane the register v of lane
 // (lane + o): five shuffle-and-adds reduce a warp with no shared memory at all. Shared
-// memory holds one value per warp (8), and warp 0 reduces those the same way.
+// memory holds one value per warp (8), and warp 0 reduces those the same way: one block
+// barrier in all.
 // ---------------------------------------------------------------------------------------
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -161,16 +173,17 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;  // complete in lane 0
 }
 
-// Sum over the block (blockDim.x == THREADS); the result is complete in thread 0.
+// Sum over the block (blockDim.x == NT); the result is complete in thread 0.
 // Callers that use it twice put a __syncthreads() in between (warp_sums is reused).
+template <int NT = THREADS>
 __device__ __forceinline__ float block_sum(float v) {
-    __shared__ float warp_sums[THREADS / 32];
+    __shared__ float warp_sums[NT / 32];
     const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     v = warp_sum(v);
     if (lane == 0) warp_sums[warp] = v;
     __syncthreads();
     if (warp == 0) {
-        v = lane < THREADS / 32 ? warp_sums[lane] : 0.f;
+        v = lane < NT / 32 ? warp_sums[lane] : 0.f;
         v = warp_sum(v);
     }
     return v;
@@ -183,10 +196,11 @@ extern "C" __global__ void reduce_v6(const float* __restrict__ x, float* __restr
 }
 
 // ---------------------------------------------------------------------------------------
-// v7: grid-stride loop. The grid is a fixed few blocks per SM, not n / 512 blocks: each
-// thread walks the array with stride gridDim.x * THREADS (every step is still a coalesced
-// warp read) and keeps its running sum in a register. The tree work per element drops from
-// ~1 to ~1/1000, and block start-up costs are paid once per thread instead of per element.
+// v7: grid-stride loop. The grid is a fixed BLOCKS_PER_SM blocks per SM, not n / 512 blocks:
+// each thread walks the array with stride gridDim.x * THREADS (every step is still a
+// coalesced warp read) and keeps its running sum in a register: at 2^28 floats on 132 SMs,
+// ~1000 elements per thread, one tree per block at the end instead of one per 512 elements.
+// nvcc unrolls the loop 4 times (4 loads issued before the first add, in the SASS).
 // The driver launches it twice: G blocks -> G partials, then 1 block -> y.
 // ---------------------------------------------------------------------------------------
 __device__ __forceinline__ float grid_stride_sum(const float* __restrict__ x, long long n) {
@@ -257,11 +271,12 @@ reduce_v8(const float* __restrict__ x, float* __restrict__ out, long long n) {
 // block that draws G - 1 knows every other partial is written; it sums them in block order,
 // so the result does not depend on which block finished last.
 // ---------------------------------------------------------------------------------------
-extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM)
-reduce_v9(const float* __restrict__ x, float* __restrict__ partials, unsigned* __restrict__ ticket,
-          float* __restrict__ y, long long n) {
+// The last block to finish sums the G partials in block order (v9 and v10). `v` is this
+// block's sum, complete in thread 0.
+template <int NT>
+__device__ __forceinline__ void last_block_sums(float v, float* __restrict__ partials,
+                                                unsigned* __restrict__ ticket, float* __restrict__ y) {
     __shared__ bool is_last;
-    const float v = block_sum(grid_stride_sum_vec4(x, n));
     if (threadIdx.x == 0) {
         partials[blockIdx.x] = v;
         __threadfence();  // release: the partial is visible before the ticket is taken
@@ -272,7 +287,52 @@ reduce_v9(const float* __restrict__ x, float* __restrict__ partials, unsigned* _
     __syncthreads();      // also separates the two uses of block_sum's shared memory
     if (!is_last) return;
     float s = 0.f;
-    for (unsigned i = threadIdx.x; i < gridDim.x; i += THREADS) s += __ldcg(partials + i);  // L2, not L1
-    s = block_sum(s);
+    for (unsigned i = threadIdx.x; i < gridDim.x; i += NT) s += __ldcg(partials + i);  // L2, not L1
+    s = block_sum<NT>(s);
     if (threadIdx.x == 0) y[0] = s;
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM)
+reduce_v9(const float* __restrict__ x, float* __restrict__ partials, unsigned* __restrict__ ticket,
+          float* __restrict__ y, long long n) {
+    last_block_sums<THREADS>(block_sum(grid_stride_sum_vec4(x, n)), partials, ticket, y);
+}
+
+// ---------------------------------------------------------------------------------------
+// v10: v9 reading the way the fastest read-only stream on this GPU reads. v8/v9's four loads
+// a thread are a whole grid apart (4 MB at 2^28); here each step of a block reads ONE
+// contiguous chunk of 4 x 512 float4 (32 KB): thread t loads float4 t, t + 512, t + 1024 and
+// t + 1536 of the chunk, into four accumulators. Blocks of 512, four an SM. A sweep of read
+// patterns on an H200 (.notes/reduce_sweep.py, 2026-11-23) put this 1-1.5% ahead of v9 and of
+// CUB at 2^28 and 2^28 + 3.
+// ---------------------------------------------------------------------------------------
+#define V10_THREADS 512
+#define V10_BLOCKS_PER_SM 4
+#define V10_UNROLL 4
+
+__device__ __forceinline__ float chunk_sum_vec4(const float* __restrict__ x, long long n) {
+    const float4* __restrict__ x4 = reinterpret_cast<const float4*>(x);
+    const long long n4 = n >> 2;
+    const long long step = (long long)gridDim.x * V10_THREADS * V10_UNROLL;
+    float acc[V10_UNROLL] = {0.f, 0.f, 0.f, 0.f};
+    long long base = (long long)blockIdx.x * V10_THREADS * V10_UNROLL + threadIdx.x;
+    for (; base + (V10_UNROLL - 1) * V10_THREADS < n4; base += step) {
+        float4 v[V10_UNROLL];
+#pragma unroll
+        for (int u = 0; u < V10_UNROLL; ++u) v[u] = __ldcs(x4 + base + u * V10_THREADS);
+#pragma unroll
+        for (int u = 0; u < V10_UNROLL; ++u) acc[u] += sum4(v[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < V10_UNROLL; ++u)  // the last, partial chunk of this block
+        if (base + u * V10_THREADS < n4) acc[u] += sum4(__ldcs(x4 + base + u * V10_THREADS));
+    const long long t = (n4 << 2) + (long long)blockIdx.x * V10_THREADS + threadIdx.x;
+    if (t < n) acc[0] += x[t];  // the n % 4 leftover floats (first threads of block 0)
+    return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+}
+
+extern "C" __global__ void __launch_bounds__(V10_THREADS, V10_BLOCKS_PER_SM)
+reduce_v10(const float* __restrict__ x, float* __restrict__ partials, unsigned* __restrict__ ticket,
+           float* __restrict__ y, long long n) {
+    last_block_sums<V10_THREADS>(block_sum<V10_THREADS>(chunk_sum_vec4(x, n)), partials, ticket, y);
 }

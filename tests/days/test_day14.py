@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from days.day14_reduce_sum import reference
+from days.day14_reduce_sum import driver, reference
 
 
 def test_reference_by_hand():
@@ -53,6 +53,68 @@ def test_tree_pass_grids():
     assert passes("v3", 65537) == [257, 2, 1]
 
 
+# --- the public function: arguments are checked before anything reaches the GPU -------------
+
+@pytest.mark.parametrize("bad, exc, word", [
+    (np.array([1 + 2j, 3], np.complex64), TypeError, "complex"),
+    (np.array(["1.0", "2.0"]), TypeError, "dtype"),
+    ("1.0 2.0", TypeError, "string"),
+    (np.array([True, False]), TypeError, "booleans"),
+    (None, TypeError, "None"),
+    ([[1.0, 2.0], [3.0]], ValueError, "ragged"),
+])
+def test_reduce_sum_refuses_what_is_not_a_real_array(bad, exc, word):
+    with pytest.raises(exc, match=word):
+        driver.reduce_sum(bad)
+
+
+def test_reduce_sum_of_nothing_is_zero_without_a_launch():
+    # no GPU needed: an empty x returns before anything touches pycuda
+    for empty in (np.zeros(0, np.float32), np.zeros((3, 0)), [], np.zeros((0, 4), np.int64)):
+        s = driver.reduce_sum(empty)
+        assert isinstance(s, np.float32) and s == 0.0
+    assert driver.reduce_sum([], version="v3") == 0.0
+
+
+@pytest.mark.parametrize("version, exc", [("v11", ValueError), ("V9", ValueError), ("", ValueError),
+                                          (9, TypeError), (None, TypeError)])
+def test_unknown_versions_are_refused_with_the_list(version, exc):
+    with pytest.raises(exc, match="version") as e:
+        driver.reduce_sum(np.ones(5, np.float32), version=version)
+    if exc is ValueError:
+        assert "v1" in str(e.value) and "v10" in str(e.value)  # the versions it does have
+    # checked first: an empty input does not hide a bad version
+    with pytest.raises(exc):
+        driver.reduce_sum([], version=version)
+
+
+def test_launch_refuses_a_version_it_does_not_know():
+    # launch() must not run some other version's kernel for a name it does not know
+    with pytest.raises(ValueError, match="unknown version 'v0'"):
+        driver.launch("v0", None)
+
+
+def test_default_version_bar_and_bench_sizes():
+    import inspect
+
+    assert inspect.signature(driver.reduce_sum).parameters["version"].default == driver.BEST == "v10"
+    odd = [s for s in driver.BENCH_SIZES if s[0] % 4]
+    assert odd == [(2 ** 28 + 3,)]  # the awkward size: the float4 versions' scalar tail
+    (clause,) = driver.BAR
+    # CURRICULUM.md: 90% of the read ceiling and at least CUB's speed at 2^28 and 2^28 + 3
+    assert sorted(clause["sizes"]) == [(2 ** 28,), (2 ** 28 + 3,)]
+    assert set(clause["sizes"]) <= set(driver.BENCH_SIZES)  # a bar size that is never run fails
+    assert clause["pct"] == 90 and clause["vs_baseline"] == 1.0 and clause["baseline"] == driver.CUB
+
+
+def test_case_is_read_only():
+    case = driver.make_case((1003,), np.random.default_rng(0))
+    assert case.bytes == 4 * 1003 and case.read_bytes == case.bytes  # read-only ceiling
+    from common.timing import mix_of
+
+    assert mix_of(case.bytes, case.read_bytes) == (1, 0)
+
+
 # --- GPU ---------------------------------------------------------------------------------
 
 def test_every_version_survives_the_float32_stall_on_gpu(gpu):
@@ -75,13 +137,14 @@ def test_every_version_is_deterministic_on_gpu(gpu):
         assert len(got) == 1, f"{v} gave {len(got)} different results on the same input"
 
 
-def test_v9_ticket_is_ready_for_the_next_launch_on_gpu(gpu):
+@pytest.mark.parametrize("version", ["v9", "v10"])
+def test_ticket_is_ready_for_the_next_launch_on_gpu(gpu, version):
     from days.day14_reduce_sum import driver
 
     rng = np.random.default_rng(9)
     for n in (1_000_003, 5, 2 ** 20, 1, 777_777):  # different grids back to back
         x = rng.random(n, dtype=np.float32)
-        np.testing.assert_allclose(driver.reduce_sum(x, "v9"), reference.reduce_sum(x), rtol=1e-6)
+        np.testing.assert_allclose(driver.reduce_sum(x, version), reference.reduce_sum(x), rtol=1e-6)
 
 
 @pytest.mark.parametrize("n", [1, 1000, 2 ** 22 + 5])
@@ -94,3 +157,13 @@ def test_atomic_variant_is_accurate_on_gpu(gpu, n):
     d = H.DeviceCase(case)
     driver.launch_atomic(d)
     np.testing.assert_allclose(d.array("y").get()[0], reference.reduce_sum(x), rtol=1e-6)
+
+
+def test_public_function_takes_any_shape_and_the_smallest_input_on_gpu(gpu):
+    x = np.random.default_rng(3).random((37, 29))  # float64, 2-D: converted and flattened
+    want = reference.reduce_sum(x.astype(np.float32))
+    for v in driver.VERSIONS:
+        np.testing.assert_allclose(driver.reduce_sum(x, v), want, rtol=1e-6, err_msg=v)
+        assert driver.reduce_sum(np.array([2.5], np.float32), v) == np.float32(2.5), v
+    assert driver.reduce_sum(np.arange(10)) == 45.0  # integers convert; default version (BEST)
+    assert driver.reduce_sum(np.float32(7.0)) == 7.0  # a 0-d array is one element

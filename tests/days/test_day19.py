@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from days.day19_softmax_backward import reference
+from days.day19_softmax_backward import driver, reference
 
 
 def test_backward_by_hand():
@@ -88,6 +88,111 @@ def test_kernel_choices(monkeypatch):
     assert driver.ce_config(70001) == ("softmax_ce_grad_long", 1024, 0)
 
 
+# --- the public functions: arguments are checked before anything reaches the GPU -----------
+
+M = np.full((3, 4), 0.25, np.float32)
+Y = np.array([0, 3, 1])
+
+
+@pytest.mark.parametrize("bad, exc, word", [
+    (M.astype(np.complex64), TypeError, "complex"),
+    (M.astype(str), TypeError, "dtype"),
+    (M > 0, TypeError, "booleans"),
+    (None, TypeError, "None"),
+    (M[0], ValueError, "2-D"),                 # one row given as 1-D
+    (M[None], ValueError, "2-D"),              # 3-D
+])
+def test_softmax_backward_refuses_bad_arrays(bad, exc, word):
+    with pytest.raises(exc, match=word):
+        driver.softmax_backward(bad, M)
+    with pytest.raises(exc, match=word):
+        driver.softmax_backward(M, bad)
+
+
+def test_softmax_backward_needs_one_shape_and_a_known_version():
+    with pytest.raises(ValueError, match="A and dA must have one shape"):
+        driver.softmax_backward(M, M.T)
+    with pytest.raises(ValueError, match="unknown version 'v4'.*v1, v2, v3"):
+        driver.softmax_backward(M, M, version="v4")
+    with pytest.raises(TypeError, match="version"):
+        driver.softmax_backward(M, M, version=3)
+    with pytest.raises(ValueError, match="unknown version"):  # launch() never runs another one
+        driver.launch("v0", None)
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (5, 0), (0, 0)])
+def test_empty_inputs_give_empty_gradients_without_a_launch(shape):
+    dz = driver.softmax_backward(np.zeros(shape), np.zeros(shape))
+    assert dz.shape == shape and dz.dtype == np.float32
+    if shape[0] == 0:
+        dz = driver.softmax_ce_grad(np.zeros(shape), np.zeros(0, np.int64))
+        assert dz.shape == shape and dz.dtype == np.float32
+
+
+@pytest.mark.parametrize("y, exc, word", [
+    (np.array([0, 3, 4]), ValueError, "y\\[2\\] = 4 lies outside \\[0, 4\\)"),  # 4 classes
+    (np.array([0, -1, 1]), ValueError, "outside"),
+    (np.array([0.0, 2.5, 1.0]), ValueError, "whole numbers"),       # not cut to 2
+    (np.array([0, 1]), ValueError, "shape"),                          # one label short
+    (np.array([[0], [3], [1]]), ValueError, "shape"),                 # a column of labels
+    (np.array([0, 1, 2], dtype=np.complex64), TypeError, "integers"),
+    (np.array([True, False, True]), TypeError, "booleans"),
+    ("013", TypeError, "string"),
+])
+def test_ce_grad_labels_must_be_integers_in_range(y, exc, word):
+    with pytest.raises(exc, match=word):
+        driver.softmax_ce_grad(M, y)
+
+
+def test_ce_grad_refuses_bad_logits_and_scales():
+    with pytest.raises(ValueError, match="Z must be 2-D"):
+        driver.softmax_ce_grad(M[0], Y)
+    with pytest.raises(TypeError, match="complex"):
+        driver.softmax_ce_grad(M.astype(np.complex128), Y)
+    with pytest.raises(ValueError, match="no classes"):
+        driver.softmax_ce_grad(np.zeros((3, 0)), np.zeros(3, np.int32))
+    for scale, exc in ((float("nan"), ValueError), (float("inf"), ValueError), (1e39, ValueError),
+                       ("1", TypeError), (1j, TypeError)):
+        with pytest.raises(exc, match="scale"):
+            driver.softmax_ce_grad(M, Y, scale=scale)
+
+
+def test_sizes_the_kernels_can_index():
+    from common import harness as H
+
+    driver.validate_size((driver.MAX_DIM, 1))
+    for size in ((driver.MAX_DIM + 1, 1), (1, 2 ** 31)):
+        with pytest.raises(ValueError, match="32 bits"):
+            driver.validate_size(size)
+    with pytest.raises(H.SizeError, match="32 bits"):
+        H.parse_size(driver, "1x2^31")
+
+
+def test_cases_count_their_reads_bench_sizes_and_bar():
+    from common.timing import mix_of
+
+    case = driver.make_case((4, 6), np.random.default_rng(0))
+    assert case.bytes == 3 * 4 * 24 and case.read_bytes == 2 * 4 * 24   # A and dA in, dZ out
+    assert mix_of(case.bytes, case.read_bytes) == (2, 1)
+    ce = driver.make_ce_case((4, 6), np.random.default_rng(0))
+    assert ce.read_bytes == 4 * 24 + 4 * 4 and ce.bytes == ce.read_bytes + 4 * 24
+    assert (4096, 50257) in driver.BENCH_SIZES                         # an LM head, odd width
+    assert driver.v3_config(50257)[0] == "smbwd_v3_long"                # which v3 handles
+    assert driver.BAR[0] == {"sizes": driver.BENCH_SIZES, "pct": 80}  # the LM head included
+    check = driver.BAR[1]["check"]
+
+    def rec(pcts, key="pct_of_ceiling"):
+        return {"extra": {"ce_grad": {"timed": [{"size": list(s), key: p, "ok": True}
+                                                for s, p in pcts.items()]}}}
+
+    ok, fig = check(rec({s: 90.0 for s in driver.CE_BENCH_SIZES}))
+    assert ok and "90.0%" in fig
+    ok, fig = check(rec({(8192, 8192): 94.5, (2048, 50257): 66.8}, key="pct_of_copy"))
+    assert not ok and "66.8%" in fig and "2048x50257" in fig           # the 2026-11-22 run
+    ok, fig = check(rec({(8192, 8192): 94.5}))
+    assert not ok and "not measured" in fig
+
+
 # --- GPU ------------------------------------------------------------------------------------
 
 def test_ce_grad_every_path_on_gpu(gpu):
@@ -126,5 +231,25 @@ def test_softmax_backward_public_api_on_gpu(gpu):
     for v in driver.VERSIONS:
         r = compare(driver.softmax_backward(A, dA, version=v), ref)
         assert r.ok, f"{v}: {r.message}"
-    with pytest.raises(ValueError, match="same shape"):
+    with pytest.raises(ValueError, match="one shape"):
         driver.softmax_backward(A, dA[:, :5])
+
+
+def test_public_functions_at_the_smallest_and_awkward_sizes_on_gpu(gpu):
+    from common.check import compare
+
+    one = driver.softmax_backward([[1.0]], [[7.0]])  # a one-class row: gradient 0
+    assert one.shape == (1, 1) and one[0, 0] == 0.0
+    assert driver.softmax_ce_grad([[3.0]], [0])[0, 0] == 0.0  # softmax 1, label 1
+    rng = np.random.default_rng(19)
+    Z = rng.standard_normal((3, 50257)) * 3  # float64 in (the kernels see it as float32)
+    y = rng.integers(0, 50257, 3).astype(np.float64)  # whole-number floats are labels
+    f32 = lambda a: a.astype(np.float32)
+    r = compare(driver.softmax_ce_grad(Z, y, scale=0.5),
+                reference.softmax_ce_grad(f32(Z), y.astype(int), 0.5))
+    assert r.ok, r.message
+    A = reference.softmax(Z)
+    dA = rng.standard_normal(A.shape)
+    for v in driver.VERSIONS:
+        r = compare(driver.softmax_backward(A, dA, version=v), reference.softmax_backward(f32(A), f32(dA)))
+        assert r.ok, f"{v}: {r.message}"
