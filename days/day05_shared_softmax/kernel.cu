@@ -333,6 +333,22 @@ __device__ __forceinline__ void softmax_rows(const float* __restrict__ x, float*
         reinterpret_cast<typename Vec<VEC>::T*>(stage));
 }
 
+// Long rows, persistent: a fixed grid of blocks (two an SM) walks the rows. Every block alone
+// reads its row, reduces it (the memory idles for it meanwhile) and writes it; two blocks
+// started together stay in step and leave the memory idle together. Starting the odd blocks
+// `delay_ns` later puts one block's reading under the other's reduction and write.
+template <int BLOCK, int ITEMS>
+__device__ __forceinline__ void softmax_rows_persistent(const float* __restrict__ x,
+                                                        float* __restrict__ y, int rows, int cols,
+                                                        int smem_vecs, int delay_ns) {
+    __shared__ float red[32];
+    extern __shared__ float4 stage[];
+    if ((blockIdx.x & 1) && delay_ns > 0) __nanosleep(delay_ns);
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x)
+        softmax_row<BLOCK, 4, ITEMS, true, true>(x + row * cols, y + row * cols, cols, smem_vecs,
+                                                 red, stage);
+}
+
 #define SOFTMAX_ROWS(NAME, BLOCK, TPR, VEC, ITEMS, HEADTAIL, SMEM, MIN_BLOCKS)                 \
     extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) NAME(                     \
         const float* __restrict__ x, float* __restrict__ y, int rows, int cols, int smem_vecs) { \
@@ -360,3 +376,7 @@ V6W(1) V6W(2) V6W(4) V6W(8)
 V6B(1) V6B(2) V6B(4) V6B(8) V6B(16)
 SOFTMAX_ROWS(softmax_v6_long, 512, 512, 4, 8, true, true, 2)
 SOFTMAX_ROWS(softmax_v6_long1024, 1024, 1024, 4, 8, true, true, 1)
+extern "C" __global__ void __launch_bounds__(512, 2) softmax_v6_long_persist(
+    const float* __restrict__ x, float* __restrict__ y, int rows, int cols, int smem_vecs, int delay_ns) {
+    softmax_rows_persistent<512, 8>(x, y, rows, cols, smem_vecs, delay_ns);
+}

@@ -30,19 +30,28 @@
 //       second and third hit L1/L2).
 //   v4  one block per row, the row read ONCE into registers with float4 loads (ITEMS float4 per
 //       thread, a template parameter so the array stays in registers), both passes run on
-//       registers, one write: 1 read + 1 write of x's size, the minimum. Rows wider than the
-//       registers hold (C > 512 threads x 8 float4 = 16384, or C > 8192 when C % 4 != 0)
-//       take a three-loop block kernel.
+//       registers, one write: 1 read + 1 write of x's size, the minimum. C % 4 != 0: scalar
+//       loads (a row would start misaligned for float4). Rows wider than the registers hold
+//       (C > 512 threads x 8 float4 = 16384, or C > 8192 when C % 4 != 0) take a three-loop
+//       block kernel.
 //   v5  one warp per row with the row in registers (the same body as v4 with warp shuffles
 //       instead of block reductions): no __syncthreads at all and 8 rows per block, so many
 //       more rows are in flight per SM. For C <= 2048 (C % 4 == 0) or C <= 1024 (otherwise);
-//       wider rows use v4's kernel.
-//   v6  v5 made persistent and pipelined, for rows of C <= 1024 (C % 4 == 0; others take v5):
-//       a grid of exactly one wave, each warp walks rows `stride` apart and loads its NEXT row
-//       into a second register array before it reduces and writes the current one. In v5 the
-//       8192 rows of an 8192 x 768 input run in about 1.5 waves of warps that move nearly in
-//       lockstep (read, reduce, write), so the read and the write streams take turns. Here they
-//       overlap, and weight and bias are loaded into registers once per warp, not once per row.
+//       the driver runs v4's kernel for wider rows.
+//   v6  v5 made persistent and pipelined, for rows of C <= 1024 (C % 4 == 0; the driver runs
+//       v5 elsewhere): a grid of exactly one wave, each warp walks rows `stride` apart and
+//       loads its NEXT row into a second register array before it reduces and writes the
+//       current one, so a warp's reads and writes overlap, and weight and bias are loaded into
+//       registers once per warp, not once per row.
+//   v7  rows fetched by Hopper's bulk-copy engine (cp.async.bulk, one instruction per row) into
+//       per-warp shared-memory slots counted by mbarriers; the warp copies a row into registers
+//       and refills the slot at once. Each block owns a contiguous, equal share of the rows.
+//       For C <= 2048 with C % 4 == 0 on sm_90 (the driver runs v6 elsewhere).
+//   v8  any width at float4 speed: each row cut into a scalar head (to its first 16-byte
+//       boundary), a float4 body and a scalar tail. Rows of C <= 2048 on sm_90 take v7's
+//       pipeline (the bulk copy moves the body; a warp's rows all split alike, so weight and
+//       bias stay in registers); wider rows, and every row before sm_90, a block per row as in
+//       v4 (weight and bias float4 put together from two aligned loads); C > 16387 three loops.
 #include <cstdint>
 
 // ---------------------------------------------------------------------------------------
@@ -645,7 +654,7 @@ LN_V6(8)
 // slot's mbarrier completes phase t / P when the row has landed. Slots belong to one warp, so
 // the warp that read a slot is the only one that refills it: no other warp has to be told.
 //
-// Measured (README): P = 1 or 2 slots per warp is best. More rows in flight per SM (more slots,
+// Measured (.notes/day09_experiments.md): P = 1 or 2 slots per warp is best. More rows in flight per SM (more slots,
 // or L2 prefetches of rows further ahead) made it SLOWER: the rows then land all together late
 // and the writes start late. Dynamic row assignment through a global atomic counter was much
 // slower (the atomics queue behind the memory traffic).
@@ -767,3 +776,366 @@ LN_V7(6)
 LN_V7(8)
 LN_V7(12)
 LN_V7(16)
+
+// ---------------------------------------------------------------------------------------
+// v8: any width at float4 speed
+// ---------------------------------------------------------------------------------------
+// float4 loads and stores need 16-byte addresses. Row r starts at float r*C, so when C % 4 != 0
+// three rows in four (one in two when C % 4 == 2) start between two 16-byte boundaries, and
+// v4-v7 take scalar loads for EVERY row. v8 cuts each row at its boundaries instead:
+//
+//     | head |            body: float4, 16-byte aligned            | tail |
+//       h = (-r*C) mod 4 floats (0..3)     nb float4                 0..3 floats
+//
+// The body moves as float4 (or as one bulk copy); the head and tail, at most 6 floats, are one
+// float each for lanes (threads) 0 .. extras-1. When C % 4 == 0 every head and tail is empty and
+// v8 does what v7 (C <= 2048) or v4 (wider rows) do, a few predicates later.
+//
+// The catch is weight and bias: they are indexed by column, and the body's float4 j holds columns
+// h + 4j .. h + 4j + 3, which for h != 0 is not a float4 of w. Two ways round it:
+//   rows kernel (C <= 2048, sm_90): v7's warps and slots. Warp w takes rows w, w + W, w + 2W,...
+//     of its block's share, and with W % 4 == 0 they all have the same head, so the warp loads
+//     w and b in its rows' layout ONCE (scalar loads), and again only if a row's head differs.
+//   block kernel (wider rows, and every row before sm_90): one row per block, so w and b are read
+//     for every row; each float4 of them is put together from two aligned float4 loads
+//     (load4_shifted), not from four scalar loads.
+// Rows wider than the block kernel's registers hold (C > 16387) take a block kernel with three
+// loops over the row, split the same way.
+//
+// Assumes x, w, b and out start 16-byte aligned (cudaMalloc aligns to 256 bytes).
+
+struct RowSplit {
+    int head;    // floats before the row's first 16-byte boundary (0..3)
+    int body;    // float4 from there on
+    int extras;  // head + tail floats (0..6): lane k < extras holds one of them
+};
+
+// The split of the row that starts at float `off`.
+__device__ __forceinline__ RowSplit split_row(int64_t off, int C) {
+    const int h = min((int)(-off & 3), C);
+    const int nb = (C - h) >> 2;
+    return {h, nb, C - 4 * nb};
+}
+
+// The column of extra float k (k < extras): the head's columns 0..h-1, then the tail's.
+__device__ __forceinline__ int extra_col(int k, const RowSplit& sp) {
+    return k < sp.head ? k : 4 * sp.body + k;
+}
+
+// Columns h + 4j .. h + 4j + 3 of p (C floats, 16-byte aligned). FUNNEL: from aligned float4
+// loads, the float4 of columns 4j.. and, for h > 0, as much of the next one as is needed and
+// inside the row, then a shift by h (the block kernel, once per row). FUNNEL = false: four
+// scalar loads (the rows kernel, once per warp; .notes/day09_10_oddwidth_sweep.py times both
+// in the block kernel).
+template <bool FUNNEL = true>
+__device__ __forceinline__ float4 load4_shifted(const float* __restrict__ p, int h, int j, int C) {
+    if constexpr (!FUNNEL) {
+        const float* q = p + h + 4 * j;
+        return make_float4(__ldg(q), __ldg(q + 1), __ldg(q + 2), __ldg(q + 3));
+    } else {
+        const float4* p4 = reinterpret_cast<const float4*>(p);
+        const float4 lo = __ldg(p4 + j);
+        if (h == 0) return lo;
+        float4 hi;  // columns 4j+4 .. 4j+7, of which the first h are used (and exist)
+        if (4 * j + 8 <= C) {
+            hi = __ldg(p4 + j + 1);
+        } else {
+            const float* q = p + 4 * j + 4;
+            hi = make_float4(__ldg(q), h > 1 ? __ldg(q + 1) : 0.f, h > 2 ? __ldg(q + 2) : 0.f, 0.f);
+        }
+        if (h == 1) return make_float4(lo.y, lo.z, lo.w, hi.x);
+        if (h == 2) return make_float4(lo.z, lo.w, hi.x, hi.y);
+        return make_float4(lo.w, hi.x, hi.y, hi.z);
+    }
+}
+
+// The corrected two-pass statistics of a split row: the body in v (t's float4 j = t + stride*i),
+// t's extra float in ex (when t < extras). v and ex become x - m0 in place. WARP: the row
+// belongs to one warp (t = lane, stride 32), else to the block.
+template <int ITEMS, bool WARP>
+__device__ __forceinline__ void row_stats_split(float4 (&v)[ITEMS], float& ex, const RowSplit& sp,
+                                                int t, int stride, int C, float eps, float& m0,
+                                                float& md, float& r) {
+    __shared__ float buf[32];
+    __shared__ float2 buf2[32];
+    const bool has_ex = t < sp.extras;
+    float s = has_ex ? ex : 0.f;
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i)
+        if (t + stride * i < sp.body) s += (v[i].x + v[i].y) + (v[i].z + v[i].w);
+    if constexpr (WARP) s = warp_sum(s);
+    else s = block_sum(s, buf);
+    m0 = s / C;
+
+    float2 aq = make_float2(0.f, 0.f);
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+        if (t + stride * i < sp.body) {
+            v[i].x -= m0; v[i].y -= m0; v[i].z -= m0; v[i].w -= m0;
+            aq.x += (v[i].x + v[i].y) + (v[i].z + v[i].w);
+            aq.y += (v[i].x * v[i].x + v[i].y * v[i].y) + (v[i].z * v[i].z + v[i].w * v[i].w);
+        }
+    }
+    if (has_ex) {
+        ex -= m0;
+        aq.x += ex;
+        aq.y += ex * ex;
+    }
+    if constexpr (WARP) aq = warp_sum2(aq);
+    else aq = block_sum2(aq, buf2);
+    finish_stats(aq.x, aq.y, C, eps, md, r);
+}
+
+__device__ __forceinline__ float4 affine4(float4 d, float md, float r, float4 w, float4 b) {
+    return make_float4((d.x - md) * r * w.x + b.x, (d.y - md) * r * w.y + b.y,
+                       (d.z - md) * r * w.z + b.z, (d.w - md) * r * w.w + b.w);
+}
+
+// --- the rows kernel: v7's pipeline on split rows ----------------------------------------
+
+// Weight and bias in the layout of rows with this split: lane's float4 i holds columns
+// head + 4 (lane + 32 i) ..; we, be the columns of the lane's extra float.
+template <int ITEMS>
+__device__ __forceinline__ void load_wb_split(const float* __restrict__ w,
+                                              const float* __restrict__ b, const RowSplit& sp,
+                                              int lane, float4 (&wv)[ITEMS], float4 (&bv)[ITEMS],
+                                              float& we, float& be) {
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+        const int j = lane + 32 * i;
+        if (j < sp.body) {
+            wv[i] = load4_shifted<false>(w, sp.head, j, 0);
+            bv[i] = load4_shifted<false>(b, sp.head, j, 0);
+        }
+    }
+    if (lane < sp.extras) {
+        const int c = extra_col(lane, sp);
+        we = __ldg(w + c);
+        be = __ldg(b + c);
+    }
+}
+
+// A barrier phase with nothing to wait for (a row with no body): arrive, and it completes.
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
+#endif
+}
+
+// W warps per block (blockDim.x / 32, a multiple of 4), P slots per warp of C / 4 float4 each.
+// Rows as in v7: block b owns rows [N b / G, N (b+1) / G), warp w its rows w, w + W, ...; the
+// t-th goes to slot t % P. A row's body arrives by bulk copy; its extras (head and tail) by one
+// scalar load per lane, issued with the bulk copy and kept in e[slot] until the row's turn.
+template <int ITEMS, int P>
+__device__ __forceinline__ void layernorm_v8_rows_body(
+    const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b,
+    float* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd, int N, int C,
+    float eps) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    const int slot_vec = C >> 2;  // the longest body a row can have
+    uint64_t* bars = reinterpret_cast<uint64_t*>(smem) + warp * P;
+    float4* slots = reinterpret_cast<float4*>(smem + ((nwarps * P * 8 + 127) & ~127)) +
+                    (size_t)warp * P * slot_vec;
+
+    const int row0 = (int)((int64_t)N * blockIdx.x / gridDim.x);
+    const int row1 = (int)((int64_t)N * (blockIdx.x + 1) / gridDim.x);
+    const int nrows = (row1 - row0 - warp + nwarps - 1) / nwarps;  // rows of this warp
+    auto row_of = [&](int t) { return row0 + warp + t * nwarps; };  // the warp's t-th row
+
+    // Ask for the warp's t-th row: its body into slot s (lane 0, one bulk copy), its extras
+    // into e (one scalar load per lane that has one).
+    auto fetch = [&](int t, int s, float& e) {
+        const int64_t off = (int64_t)row_of(t) * C;
+        const RowSplit sp = split_row(off, C);
+        if (lane == 0) {
+            if (sp.body > 0)
+                bulk_load(slots + (size_t)s * slot_vec, x + off + sp.head, 16u * sp.body, &bars[s]);
+            else
+                mbar_arrive(&bars[s]);
+        }
+        if (lane < sp.extras) e = __ldcs(x + off + extra_col(lane, sp));
+    };
+
+    if (lane == 0) {
+#pragma unroll
+        for (int s = 0; s < P; ++s) mbar_init(&bars[s], 1);
+        mbar_init_fence();
+    }
+    __syncwarp();
+
+    float4 wv[ITEMS], bv[ITEMS], v[ITEMS];
+    float we = 0.f, be = 0.f, e[P];
+    int wb_head = -1;  // the head length wv, bv are laid out for
+#pragma unroll
+    for (int s = 0; s < P; ++s) {
+        e[s] = 0.f;
+        if (s < nrows) fetch(s, s, e[s]);
+    }
+
+    for (int t0 = 0; t0 < nrows; t0 += P) {
+#pragma unroll
+        for (int s = 0; s < P; ++s) {
+            const int t = t0 + s;
+            if (t >= nrows) break;
+            const int row = row_of(t);
+            const int64_t off = (int64_t)row * C;
+            const RowSplit sp = split_row(off, C);
+            if (sp.head != wb_head) {  // the first row (and never again when W % 4 == 0)
+                load_wb_split<ITEMS>(w, b, sp, lane, wv, bv, we, be);
+                wb_head = sp.head;
+            }
+            mbar_wait(&bars[s], (uint32_t)(t / P) & 1u);
+            const float4* xs = slots + (size_t)s * slot_vec;
+#pragma unroll
+            for (int i = 0; i < ITEMS; ++i) {
+                const int j = lane + 32 * i;
+                if (j < sp.body) v[i] = xs[j];
+            }
+            float ex = e[s];
+            __syncwarp();  // every lane has its part of the row: the slot is free
+            if (t + P < nrows) {
+                if (lane == 0) fence_proxy_async_smem();
+                fetch(t + P, s, e[s]);
+            }
+            float m0, md, r;
+            row_stats_split<ITEMS, true>(v, ex, sp, lane, 32, C, eps, m0, md, r);
+            float4* ob = reinterpret_cast<float4*>(out + off + sp.head);
+#pragma unroll
+            for (int i = 0; i < ITEMS; ++i) {
+                const int j = lane + 32 * i;
+                if (j < sp.body) __stcs(ob + j, affine4(v[i], md, r, wv[i], bv[i]));
+            }
+            if (lane < sp.extras) __stcs(out + off + extra_col(lane, sp), (ex - md) * r * we + be);
+            if (lane == 0) {
+                mean[row] = m0 + md;
+                rstd[row] = r;
+            }
+        }
+    }
+}
+
+// 8 warps per block (W % 4 == 0: a warp's rows share one split). MINB blocks per SM: up to 8
+// float4 per lane (C <= 1024) two blocks, one slot per warp (at 8 float4 that asks ptxas to fit
+// 128 registers, which it does without spilling); beyond, one block with two slots per warp
+// (v8_config in driver.py).
+#define LN_V8_ROWS(ITEMS, P, MINB)                                                              \
+    extern "C" __global__ void __launch_bounds__(256, MINB)                                     \
+        layernorm_v8_rows_items##ITEMS##_p##P(                                                   \
+            const float* __restrict__ x, const float* __restrict__ w,                            \
+            const float* __restrict__ b, float* __restrict__ out, float* __restrict__ mean,      \
+            float* __restrict__ rstd, int N, int C, float eps) {                                 \
+        layernorm_v8_rows_body<ITEMS, P>(x, w, b, out, mean, rstd, N, C, eps);                  \
+    }
+
+LN_V8_ROWS(1, 1, 2)
+LN_V8_ROWS(2, 1, 2)
+LN_V8_ROWS(4, 1, 2)
+LN_V8_ROWS(6, 1, 2)
+LN_V8_ROWS(8, 1, 2)
+LN_V8_ROWS(12, 2, 1)
+LN_V8_ROWS(16, 2, 1)
+
+// --- the block kernel: v4's block per row on split rows ----------------------------------
+template <int ITEMS, bool FUNNEL = true>
+__device__ __forceinline__ void layernorm_v8_block_row(
+    const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b,
+    float* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd, int row, int C,
+    float eps) {
+    const int t = threadIdx.x, stride = blockDim.x;
+    const int64_t off = (int64_t)row * C;
+    const RowSplit sp = split_row(off, C);
+    const float4* xb = reinterpret_cast<const float4*>(x + off + sp.head);  // 16-byte aligned
+    float4 v[ITEMS];
+    float ex = 0.f;
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+        const int j = t + stride * i;
+        if (j < sp.body) v[i] = __ldcs(xb + j);
+    }
+    if (t < sp.extras) ex = __ldcs(x + off + extra_col(t, sp));
+    float m0, md, r;
+    row_stats_split<ITEMS, false>(v, ex, sp, t, stride, C, eps, m0, md, r);
+    float4* ob = reinterpret_cast<float4*>(out + off + sp.head);
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+        const int j = t + stride * i;
+        if (j < sp.body)
+            __stcs(ob + j, affine4(v[i], md, r, load4_shifted<FUNNEL>(w, sp.head, j, C),
+                                   load4_shifted<FUNNEL>(b, sp.head, j, C)));
+    }
+    if (t < sp.extras) {
+        const int c = extra_col(t, sp);
+        __stcs(out + off + c, (ex - md) * r * __ldg(w + c) + __ldg(b + c));
+    }
+    if (t == 0) {
+        mean[row] = m0 + md;
+        rstd[row] = r;
+    }
+}
+
+#define LN_V8_BLOCK(ITEMS)                                                                      \
+    extern "C" __global__ void __launch_bounds__(512) layernorm_v8_block_items##ITEMS(          \
+        const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b,  \
+        float* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd, int N,     \
+        int C, float eps) {                                                                     \
+        layernorm_v8_block_row<ITEMS>(x, w, b, out, mean, rstd, blockIdx.x, C, eps);            \
+    }
+
+LN_V8_BLOCK(1)
+LN_V8_BLOCK(2)
+LN_V8_BLOCK(4)
+LN_V8_BLOCK(8)
+
+// --- rows wider than registers: three loops over the split row, block per row ------------
+extern "C" __global__ void __launch_bounds__(512) layernorm_v8_long(
+    const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b,
+    float* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd, int N, int C,
+    float eps) {
+    __shared__ float buf[32];
+    __shared__ float2 buf2[32];
+    const int row = blockIdx.x, t = threadIdx.x, stride = blockDim.x;
+    const int64_t off = (int64_t)row * C;
+    const RowSplit sp = split_row(off, C);
+    const float4* xb = reinterpret_cast<const float4*>(x + off + sp.head);
+    const bool has_ex = t < sp.extras;
+    const float ex = has_ex ? __ldg(x + off + extra_col(t, sp)) : 0.f;
+
+    float s = ex;
+    for (int j = t; j < sp.body; j += stride) {
+        const float4 q = __ldg(xb + j);  // kept in cache: read twice more
+        s += (q.x + q.y) + (q.z + q.w);
+    }
+    const float m0 = block_sum(s, buf) / C;
+
+    float2 aq = make_float2(0.f, 0.f);
+    if (has_ex) {
+        aq.x = ex - m0;
+        aq.y = aq.x * aq.x;
+    }
+    for (int j = t; j < sp.body; j += stride) {
+        const float4 q = __ldg(xb + j);
+        const float4 d = make_float4(q.x - m0, q.y - m0, q.z - m0, q.w - m0);
+        aq.x += (d.x + d.y) + (d.z + d.w);
+        aq.y += (d.x * d.x + d.y * d.y) + (d.z * d.z + d.w * d.w);
+    }
+    aq = block_sum2(aq, buf2);
+    float md, r;
+    finish_stats(aq.x, aq.y, C, eps, md, r);
+
+    float4* ob = reinterpret_cast<float4*>(out + off + sp.head);
+    for (int j = t; j < sp.body; j += stride) {
+        const float4 q = __ldcs(xb + j);  // last read
+        const float4 d = make_float4(q.x - m0, q.y - m0, q.z - m0, q.w - m0);
+        __stcs(ob + j, affine4(d, md, r, load4_shifted(w, sp.head, j, C),
+                               load4_shifted(b, sp.head, j, C)));
+    }
+    if (has_ex) {
+        const int c = extra_col(t, sp);
+        __stcs(out + off + c, ((ex - m0) - md) * r * __ldg(w + c) + __ldg(b + c));
+    }
+    if (t == 0) {
+        mean[row] = m0 + md;
+        rstd[row] = r;
+    }
+}

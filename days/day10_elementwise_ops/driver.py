@@ -4,12 +4,15 @@ The harness case is bias + scale + GELU (tanh form), the MLP activation of GPT-2
 through the same kernels:
 
     from days.day10_elementwise_ops.driver import bias_act
-    y = bias_act(x, bias, scale=0.5, act="relu", version="v4")   # numpy in, numpy out
+    y = bias_act(x, bias, scale=0.5, act="relu")                  # numpy in, numpy out
+    y = bias_act(x, bias, scale=0.5, act="gelu", version="v3")
 """
 import functools
+import math
 
 import numpy as np
 
+from common import args as A
 from common import harness as H
 from common.baselines import as_torch, torch_or_none
 
@@ -22,17 +25,32 @@ SCALE = 0.7  # the harness case's scale (any float32 works)
 VERSIONS = {
     "v1": "unfused chain: scale, +bias, gelu (3 kernels)",
     "v2": "one fused kernel, scalar",
-    "v3": "fused, float4",
-    "v4": "fused, float4, 4 rows in flight, streaming",
+    "v3": "fused, float4 (= v2 for C % 4 != 0)",
+    "v4": "fused, float4, 4 rows in flight, streaming (C % 4 != 0: scalar)",
+    "v5": "any width: scalar head + float4 body + scalar tail",
 }
+BEST = "v5"   # the default of the public functions: float4 speed at every width
 SIZE_HELP = "ROWSxCOLS, e.g. 8192x3072 (rows = tokens, cols = features)"
 SIZES = {"small": (64, 1000), "default": (8192, 3072), "large": (8192, 8192)}
-# 1 and 1x1; widths not a multiple of 4 (scalar path: 1, 5, 7, 33, 1001, 4099); narrow rows
-# (2D blocks with several rows each); one very long row (grid.x = 977); more rows than the
-# 65535 grid.y limit (the row loop); rows not a multiple of the 4-row unroll.
-CHECK_SIZES = [(1, 1), (1, 33), (3, 7), (33, 1000), (7, 1001), (1000, 5), (1, 1000003),
-               (2, 4099), (65, 3072), (70001, 4), (5, 8192), (1031, 12)]
-BENCH_SIZES = [(8192, 3072), (8192, 8192)]
+# 1 and 1x1; rows shorter than a float4 (1, 2, 3); widths not a multiple of 4 with at least 4
+# rows, so that every head length 0..3 occurs (3, 5, 7, 33, 1001, 4099, 100003; 6 and 30 have
+# C % 4 == 2: heads 0 and 2); narrow rows (2D blocks with several rows each); one very long
+# row (grid.x = 977); more rows than the 65535 grid.y limit (the row loop), aligned and odd;
+# rows not a multiple of the 4-row unroll.
+CHECK_SIZES = [(1, 1), (9, 1), (6, 2), (9, 3), (1, 33), (3, 7), (9, 7), (7, 6), (9, 30),
+               (33, 1000), (7, 1001), (1000, 5), (1, 1000003), (5, 100003), (6, 4099),
+               (65, 3072), (100, 3073), (70001, 4), (70001, 3), (5, 8192), (1031, 12)]
+# 8192 tokens x 4 * 768 (GPT-2 small's MLP) and x 8192; 8191 x 3073: no row 16-byte aligned
+# but one in four, and no multiple of any tile
+BENCH_SIZES = [(8192, 3072), (8192, 8192), (8191, 3073)]
+# CURRICULUM.md: fused >= 85% of the copy bandwidth; issue 8: faster than torch at the odd size
+BAR = [{"pct": 85}, {"sizes": [(8191, 3073)], "vs_baseline": 1.0}]
+
+
+def validate_size(size):
+    n, c = size
+    if n > 2 ** 31 - 1 or c > 2 ** 31 - 1:
+        raise ValueError("rows and columns must each be below 2^31 (the kernels take them as int32)")
 
 
 def make_case(size, rng, act="gelu", scale=SCALE):
@@ -50,6 +68,8 @@ def make_case(size, rng, act="gelu", scale=SCALE):
 def bytes_moved(version, n, c):
     """DRAM bytes a version moves if nothing stays in L2 between kernels (v1's intermediates
     t1 and t2 are each written once and read once)."""
+    A.version(version, VERSIONS)
+    n, c = A.count(n, "n"), A.count(c, "c")
     elem = 4 * n * c
     if version == "v1":
         return 6 * elem + 4 * c  # x->t1, t1->t2, t2->y: three reads, three writes
@@ -65,20 +85,40 @@ def block_shape(ncols):
     return tx, THREADS // tx
 
 
+def threads_per_row(c):
+    """v5: one thread per float4 of the longest row body, and at least one per head or tail
+    float (up to 6); kernel.cu's threads_per_row."""
+    return max(c // 4, min(c, 6))
+
+
 @functools.lru_cache(maxsize=None)
-def grid_for(name, n, ncols, rows_per_iter):
+def grid_for(name, n, ncols, rows_per_iter, row_step=1):
     """One full wave of resident blocks (a grid-stride loop does the rest): more blocks would
-    leave a partial last wave, fewer would leave SMs idle."""
+    leave a partial last wave, fewer would leave SMs idle. row_step: the rows the grid covers
+    at once (gridDim.y * blockDim.y, the kernel's row step) are a multiple of it (v5: 4)."""
     from common.gpu import blocks_per_sm, device_info
 
     tx, ty = block_shape(ncols)
     gx = H.cdiv(ncols, tx)
     wave = device_info()["sms"] * blocks_per_sm(K(name), tx * ty)
     gy = max(1, min(65535, H.cdiv(n, ty * rows_per_iter), wave // gx))
-    return (gx, gy, 1), (tx, ty, 1)
+    return (gx, round_rows(gy, ty, row_step), 1), (tx, ty, 1)
+
+
+def round_rows(gy, ty, row_step):
+    """gy rounded down (but to at least one step) so that gy * ty is a multiple of row_step."""
+    m = row_step // math.gcd(ty, row_step)
+    return max(m, gy // m * m)
+
+
+def same_as(version, size):
+    """v3 runs v2's kernel where rows are not 16-byte aligned (C % 4 != 0)."""
+    return "v2" if version == "v3" and size[1] % 4 else None
 
 
 def launch(version, d):
+    if version not in VERSIONS:  # an unknown name never runs another version
+        A.version(version, VERSIONS)
     n, c = d.size
     act = d.params.get("act", "gelu")
     scale = np.float32(d.params.get("scale", SCALE))
@@ -89,13 +129,20 @@ def launch(version, d):
         K("add_bias_v1", "PPPii").prepared_call(grid, block, t1, d.bias, t2, n, c)
         K(f"{act}_v1", "PPii").prepared_call(grid, block, t2, d.y, n, c)
         return
-    if version == "v2":
-        name, vec, rows = f"bias_act_v2_{act}", 1, 1
+    if version == "v5":
+        name = f"bias_act_v5_{act}"
+        grid, block = grid_for(name, n, threads_per_row(c), 1, 4)  # row step a multiple of 4
     else:
-        vec = 4 if c % 4 == 0 else 1  # float4 needs every row 16-byte aligned
-        name = f"bias_act_{version}_vec{vec}_{act}"
-        rows = 4 if version == "v4" else 1
-    grid, block = grid_for(name, n, c // vec, rows)
+        if version == "v2" or (version == "v3" and c % 4):  # float4 needs 16-byte aligned rows
+            name, vec, rows = f"bias_act_v2_{act}", 1, 1
+        elif version == "v3":
+            name, vec, rows = f"bias_act_v3_{act}", 4, 1
+        elif version == "v4":
+            vec = 4 if c % 4 == 0 else 1
+            name, rows = f"bias_act_v4_vec{vec}_{act}", 4
+        else:
+            raise AssertionError(f"launch has no branch for {version}")
+        grid, block = grid_for(name, n, c // vec, rows)
     K(name, "PPPiif").prepared_call(grid, block, d.x, d.bias, d.y, n, c, scale)
 
 
@@ -114,23 +161,34 @@ def baselines(d):
             "torch: relu(add(b, x, alpha=s))": lambda: torch.relu(torch.add(b, x, alpha=s))}
 
 
-def bias_act(x, bias, scale=1.0, act="gelu", version="v4"):
-    """act(x * scale + bias) on the GPU for a 2-D float32 x and a bias of x.shape[1] floats."""
-    if act not in reference.ACTIVATIONS:
-        raise ValueError(f"unknown activation {act!r}; one of {sorted(reference.ACTIVATIONS)}")
-    x = np.ascontiguousarray(x, dtype=np.float32)
-    if x.ndim != 2:
-        raise ValueError(f"bias_act expects a 2-D array, got shape {x.shape}")
-    bias = np.ascontiguousarray(bias, dtype=np.float32).ravel()
-    if bias.shape != (x.shape[1],):
-        raise ValueError(f"bias must have {x.shape[1]} elements, got {bias.shape}")
+F32_MAX = float(np.finfo(np.float32).max)
+
+
+def bias_act(x, bias, scale=1.0, act="gelu", version=BEST):
+    """y = act(x * scale + bias[col]) on the GPU, in float32, for a 2-D x [rows, cols] and a
+    bias of cols floats; act is "gelu" (tanh form) or "relu".
+
+    x and bias are converted to float32 (integers and other float widths are; complex, bool
+    and strings are refused with a TypeError); scale must be a finite float32. An empty x
+    (no rows or no columns) returns an empty float32 array of its shape without launching
+    anything. An unknown version or activation raises ValueError naming the choices."""
+    version = A.version(version, VERSIONS)
+    act = A.choice(act, "act", reference.ACTIVATIONS)
+    x = A.floats(x, "x", ndim=2, what="[rows, cols]")
+    n, c = x.shape
+    bias = A.floats(bias, "bias", shape=(c,), what="(one per column of x)")
+    scale = A.real(scale, "scale", low=-F32_MAX, high=F32_MAX)
+    A.fits_int32("x", n, "rows")
+    A.fits_int32("x", c, "columns")
+    if x.size == 0:
+        return np.empty((n, c), np.float32)
     case = H.Case(x.shape, inputs={"x": x, "bias": bias}, outputs={"y": (x.shape, np.float32)},
                   params={"scale": scale, "act": act})
     return H.run(launch, version, case)["y"]
 
 
-def relu_bias(x, bias, scale=1.0, version="v4"):
-    """relu(x * scale + bias): the same kernels with ReLU."""
+def relu_bias(x, bias, scale=1.0, version=BEST):
+    """relu(x * scale + bias): bias_act with act="relu" (same checks, same kernels)."""
     return bias_act(x, bias, scale, "relu", version)
 
 

@@ -20,11 +20,14 @@
 //       three launches and 3 reads + 3 writes per element instead of 1 + 1.
 //   v2  one fused kernel, one float per thread per row: 1 read + 1 write per element.
 //   v3  v2 with float4 loads and stores (16 bytes per instruction: a quarter of the memory
-//       instructions, four times the bytes in flight per thread). Needs C % 4 == 0; other
-//       widths run the scalar body.
+//       instructions, four times the bytes in flight per thread). Needs C % 4 == 0 (every row
+//       16-byte aligned); for other widths the driver runs v2's kernel.
 //   v4  v3 with 4 rows per loop iteration, all four loads issued before any math (64 bytes
 //       in flight per thread), and streaming cache hints (__ldcs / __stcs: nobody reads x or y
-//       again, so they should not push useful lines out of L2).
+//       again, so they should not push useful lines out of L2). C % 4 != 0: the same with
+//       scalar loads (bias_act_v4_vec1_*).
+//   v5  any width at float4 speed: each row cut into a scalar head, a 16-byte aligned float4
+//       body and a scalar tail, with the bias of every thread's columns still in registers.
 #include <cstdint>
 
 #define ACT_RELU 0
@@ -154,11 +157,111 @@ __device__ __forceinline__ void bias_act_body(const float* __restrict__ x,
 
 BIAS_ACT(bias_act_v2_gelu, 1, ACT_GELU, 1, false)
 BIAS_ACT(bias_act_v2_relu, 1, ACT_RELU, 1, false)
-BIAS_ACT(bias_act_v3_vec4_gelu, 4, ACT_GELU, 1, false)
-BIAS_ACT(bias_act_v3_vec4_relu, 4, ACT_RELU, 1, false)
-BIAS_ACT(bias_act_v3_vec1_gelu, 1, ACT_GELU, 1, false)
-BIAS_ACT(bias_act_v3_vec1_relu, 1, ACT_RELU, 1, false)
+BIAS_ACT(bias_act_v3_gelu, 4, ACT_GELU, 1, false)
+BIAS_ACT(bias_act_v3_relu, 4, ACT_RELU, 1, false)
 BIAS_ACT(bias_act_v4_vec4_gelu, 4, ACT_GELU, 4, true)
 BIAS_ACT(bias_act_v4_vec4_relu, 4, ACT_RELU, 4, true)
 BIAS_ACT(bias_act_v4_vec1_gelu, 1, ACT_GELU, 4, true)
 BIAS_ACT(bias_act_v4_vec1_relu, 1, ACT_RELU, 4, true)
+
+// ---------------------------------------------------------------------------------------
+// v5: any width at float4 speed
+// ---------------------------------------------------------------------------------------
+// v3 and v4 need every row to start on a 16-byte boundary (C % 4 == 0); otherwise they run
+// scalar code for every row. Row r starts at float r*C, (r*C) mod 4 floats past a boundary,
+// and v5 cuts it there:
+//
+//     | head |                body: float4, 16-byte aligned                | tail |
+//       h = (-r*C) mod 4 floats (0..3)          nb float4                    0..3 floats
+//
+// Thread g of a row loads the body's float4 g (columns h + 4g .. h + 4g + 3) and, for g < the
+// number of head + tail floats (at most 6), one of those as well, all before any math: one
+// round trip to memory per row, as in v3. The bias of the thread's columns stays in registers:
+// the driver makes the grid's row step a multiple of 4, so every row a thread visits starts at
+// the same h (the kernel reloads the bias whenever a row's h differs, which then never happens).
+// U rows a step apart per loop iteration; STREAM: evict-first loads and stores (the sweep in
+// .notes/day09_10_oddwidth_sweep.py tries both; the driver runs U = 1 without).
+struct RowSplit {
+    int head;    // floats before the row's first 16-byte boundary (0..3)
+    int body;    // float4 from there on
+    int extras;  // head + tail floats (0..6): thread g < extras takes one of them
+};
+
+__device__ __forceinline__ RowSplit split_row(int64_t off, int C) {
+    const int h = min((int)(-off & 3), C);  // x and y start 16-byte aligned (cudaMalloc)
+    const int nb = (C - h) >> 2;
+    return {h, nb, C - 4 * nb};
+}
+
+// The column of extra float k (k < extras): the head's columns 0..h-1, then the tail's.
+__device__ __forceinline__ int extra_col(int k, const RowSplit& sp) {
+    return k < sp.head ? k : 4 * sp.body + k;
+}
+
+// Threads a row needs: one per float4 of the longest body, and at least one per extra float.
+__device__ __forceinline__ int threads_per_row(int C) { return max(C >> 2, min(C, 6)); }
+
+template <int ACT, int U, bool STREAM>
+__device__ __forceinline__ void bias_act_split_body(const float* __restrict__ x,
+                                                    const float* __restrict__ bias,
+                                                    float* __restrict__ y, int N, int C,
+                                                    float scale) {
+    const int g = blockIdx.x * blockDim.x + threadIdx.x;
+    if (g >= threads_per_row(C)) return;
+    float b[4] = {0.f, 0.f, 0.f, 0.f}, be = 0.f;  // bias of the thread's float4, of its extra
+    int b_head = -1;                               // the h they were loaded for
+
+    const int64_t rstep = (int64_t)gridDim.y * blockDim.y;
+    for (int64_t r0 = (int64_t)blockIdx.y * blockDim.y + threadIdx.y; r0 < N; r0 += U * rstep) {
+        float v[U][4], e[U];
+        RowSplit sp[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {  // all loads first
+            const int64_t r = r0 + u * rstep;
+            if (r < N) {
+                const int64_t off = r * C;
+                sp[u] = split_row(off, C);
+                if (g < sp[u].body) load<4, STREAM>(x + off + sp[u].head + 4 * g, v[u]);
+                if (g < sp[u].extras) {
+                    float t[1];
+                    load<1, STREAM>(x + off + extra_col(g, sp[u]), t);
+                    e[u] = t[0];
+                }
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int64_t r = r0 + u * rstep;
+            if (r < N) {
+                const int64_t off = r * C;
+                if (sp[u].head != b_head) {  // the first row (and never again, see above)
+                    b_head = sp[u].head;
+                    if (g < sp[u].body) {
+#pragma unroll
+                        for (int k = 0; k < 4; ++k) b[k] = __ldg(bias + sp[u].head + 4 * g + k);
+                    }
+                    if (g < sp[u].extras) be = __ldg(bias + extra_col(g, sp[u]));
+                }
+                if (g < sp[u].body) {
+#pragma unroll
+                    for (int k = 0; k < 4; ++k) v[u][k] = activate<ACT>(fmaf(v[u][k], scale, b[k]));
+                    store<4, STREAM>(y + off + sp[u].head + 4 * g, v[u]);
+                }
+                if (g < sp[u].extras) {
+                    const float t[1] = {activate<ACT>(fmaf(e[u], scale, be))};
+                    store<1, STREAM>(y + off + extra_col(g, sp[u]), t);
+                }
+            }
+        }
+    }
+}
+
+#define BIAS_ACT_SPLIT(NAME, ACT, U, STREAM)                                                    \
+    extern "C" __global__ void __launch_bounds__(256) NAME(                                     \
+        const float* __restrict__ x, const float* __restrict__ bias, float* __restrict__ y,     \
+        int N, int C, float scale) {                                                            \
+        bias_act_split_body<ACT, U, STREAM>(x, bias, y, N, C, scale);                           \
+    }
+
+BIAS_ACT_SPLIT(bias_act_v5_gelu, ACT_GELU, 1, false)
+BIAS_ACT_SPLIT(bias_act_v5_relu, ACT_RELU, 1, false)

@@ -117,6 +117,152 @@ def test_kernel_choice():
     assert v5_config(1) == ("layernorm_v5_vec1_items1", 256)
 
 
+def test_v8_kernel_choice():
+    from days.day09_layer_norm.driver import v8_config
+
+    # rows kernel (C <= 2048 on sm_90): float4 per lane for the longest body C // 4, slots
+    assert v8_config(768) == ("rows", "layernorm_v8_rows_items6_p1", 256, 128 + 8 * 192 * 16)
+    assert v8_config(1023)[:2] == ("rows", "layernorm_v8_rows_items8_p1")   # 255 float4
+    assert v8_config(1025)[:2] == ("rows", "layernorm_v8_rows_items8_p1")   # 256: still 8
+    assert v8_config(2048) == ("rows", "layernorm_v8_rows_items16_p2", 256, 128 + 16 * 512 * 16)
+    assert v8_config(3) == ("rows", "layernorm_v8_rows_items1_p1", 256, 128)  # no body: no slot
+    # block kernel: the fewest float4 per thread with at most 512 threads
+    assert v8_config(2049) == ("block", "layernorm_v8_block_items1", 512, 0)
+    assert v8_config(4097) == ("block", "layernorm_v8_block_items2", 512, 0)  # 1024 float4
+    assert v8_config(8191) == ("block", "layernorm_v8_block_items4", 512, 0)
+    assert v8_config(16387) == ("block", "layernorm_v8_block_items8", 512, 0)  # 4096 float4
+    assert v8_config(16388)[:2] == ("long", "layernorm_v8_long")
+    # before Hopper (no bulk copies) every width takes the block kernel
+    assert v8_config(768, hopper=False) == ("block", "layernorm_v8_block_items1", 192, 0)
+    assert v8_config(1, hopper=False) == ("block", "layernorm_v8_block_items1", 32, 0)
+
+
+def test_fallbacks_are_named(monkeypatch):
+    from days.day09_layer_norm import driver as D
+
+    monkeypatch.setattr(D, "device_info", lambda: {"compute_capability": "9.0",
+                                                   "smem_per_block_optin": 227 * 1024})
+    # v5 runs v4's kernel where a warp cannot hold the row; v6 and v7 fall back down the ladder
+    assert D.same_as("v5", (8192, 8192)) == "v4" and D.same_as("v5", (8192, 4097)) == "v4"
+    assert D.same_as("v5", (8192, 1023)) is None and D.same_as("v5", (8192, 2048)) is None
+    assert D.same_as("v6", (8192, 768)) is None and D.same_as("v6", (8192, 2048)) == "v5"
+    assert D.same_as("v6", (8192, 1023)) == "v5" and D.same_as("v6", (8192, 4097)) == "v4"
+    assert D.same_as("v7", (8192, 768)) is None and D.same_as("v7", (8192, 2048)) is None
+    assert D.same_as("v7", (8192, 1023)) == "v5" and D.same_as("v7", (8192, 8192)) == "v4"
+    assert all(D.same_as(v, (8192, 1023)) is None for v in ("v1", "v2", "v3", "v4", "v8"))
+    # the version texts say so
+    assert "= v4" in D.VERSIONS["v5"] and "= v5" in D.VERSIONS["v6"] and "= v6" in D.VERSIONS["v7"]
+    monkeypatch.setattr(D, "device_info", lambda: {"compute_capability": "8.0",
+                                                   "smem_per_block_optin": 163 * 1024})
+    assert D.same_as("v7", (8192, 768)) == "v6"  # no bulk copies before Hopper
+
+
+def test_bench_sizes_and_bar():
+    from common.bars import describe
+    from days.day09_layer_norm import driver as D
+
+    assert (8192, 1023) in D.BENCH_SIZES and (8192, 4097) in D.BENCH_SIZES  # odd widths
+    barred = {tuple(s) for clause in D.BAR for s in clause["sizes"]}
+    assert barred == set(D.BENCH_SIZES)
+    text = describe(D.BAR)
+    assert ">= 90% of a same-bytes copy and at least as fast as the library at 8192x768" in text
+    assert ">= 80% of ceiling and at least as fast as the library at 8192x1023" in text
+    assert D.BEST in D.VERSIONS and D.BEST == list(D.VERSIONS)[-1]
+
+
+def test_check_sizes_cover_every_split():
+    """Every head length 0..3 at odd widths in every v8 kernel (rows, block, long), rows of 1..3
+    floats, and C % 4 == 2."""
+    from days.day09_layer_norm.driver import CHECK_SIZES, v8_config
+
+    heads = {}
+    for n, c in CHECK_SIZES:
+        kind = v8_config(c)[0]
+        for r in range(n):
+            heads.setdefault((kind, c % 4 != 0), set()).add((-r * c) % 4 if c >= 4 else None)
+    for kind in ("rows", "block", "long"):
+        assert heads[(kind, True)] >= {0, 1, 2, 3}, kind
+    widths = {c for _, c in CHECK_SIZES}
+    assert {1, 2, 3} <= widths and any(c % 4 == 2 and c > 4 for c in widths)
+
+
+@pytest.mark.parametrize("args,exc,word", [
+    ((np.ones((2, 3), np.complex64), np.ones(3), np.zeros(3)), TypeError, "complex"),
+    (("abc", np.ones(3), np.zeros(3)), TypeError, "string"),
+    ((np.ones((2, 3), bool), np.ones(3), np.zeros(3)), TypeError, "booleans"),
+    ((np.ones(3), np.ones(3), np.zeros(3)), ValueError, "2-D"),
+    ((np.ones((2, 3, 4)), np.ones(4), np.zeros(4)), ValueError, "2-D"),
+    ((np.ones((2, 3)), np.ones(4), np.zeros(3)), ValueError, "weight"),
+    ((np.ones((2, 3)), np.ones(3), np.zeros((1, 3))), ValueError, "bias"),
+    ((np.ones((2, 3)), np.ones(3), ["a", "b", "c"]), TypeError, "bias"),
+    ((np.ones((2, 0)), np.ones(0), np.zeros(0)), ValueError, "undefined"),
+])
+def test_layer_norm_refuses(args, exc, word):
+    from days.day09_layer_norm.driver import layer_norm
+
+    with pytest.raises(exc, match=word):
+        layer_norm(*args)
+
+
+@pytest.mark.parametrize("eps,exc,word", [
+    (0.0, ValueError, "eps"), (-1e-5, ValueError, "eps"), (float("nan"), ValueError, "finite"),
+    (1e-50, ValueError, "float32"), ("1e-5", TypeError, "eps"), (None, TypeError, "eps"),
+])
+def test_layer_norm_refuses_bad_eps(eps, exc, word):
+    from days.day09_layer_norm.driver import layer_norm
+
+    with pytest.raises(exc, match=word):
+        layer_norm(np.ones((2, 3)), np.ones(3), np.zeros(3), eps=eps)
+
+
+def test_unknown_versions_are_refused_before_any_launch():
+    from days.day09_layer_norm import driver as D
+
+    with pytest.raises(ValueError, match="v1, v2, v3, v4, v5, v6, v7, v8"):
+        D.layer_norm(np.ones((2, 3)), np.ones(3), np.zeros(3), version="v9")
+    with pytest.raises(TypeError, match="version"):
+        D.layer_norm(np.ones((2, 3)), np.ones(3), np.zeros(3), version=8)
+    with pytest.raises(ValueError, match="unknown version 'v9'"):
+        D.launch("v9", None)  # before it looks at the device case
+
+
+def test_layer_norm_of_no_rows_is_empty_without_a_launch():
+    from days.day09_layer_norm.driver import layer_norm
+
+    out, mean, rstd = layer_norm(np.ones((0, 5)), np.ones(5), np.zeros(5))
+    assert out.shape == (0, 5) and mean.shape == (0,) and rstd.shape == (0,)
+    assert out.dtype == mean.dtype == rstd.dtype == np.float32
+    out, mean, rstd = layer_norm(np.ones((0, 0)), [], [])
+    assert out.shape == (0, 0) and mean.shape == (0,)
+
+
+def test_demo_stats_refuses():
+    from days.day09_layer_norm.driver import demo_stats
+
+    x, w, b = np.ones((2, 3)), np.ones(3), np.zeros(3)
+    with pytest.raises(ValueError, match="method"):
+        demo_stats(x, w, b, 4)
+    with pytest.raises(TypeError, match="method"):
+        demo_stats(x, w, b, 1.5)
+    with pytest.raises(TypeError, match="method"):
+        demo_stats(x, w, b, True)
+    with pytest.raises(ValueError, match="weight"):
+        demo_stats(x, np.ones(2), b, 0)
+    out, mean, rstd = demo_stats(np.ones((0, 3)), w, b, 3)  # no rows: nothing launched
+    assert out.shape == (0, 3) and mean.shape == rstd.shape == (0,)
+
+
+def test_stability_rows_refuses():
+    from days.day09_layer_norm.driver import stability_rows
+
+    with pytest.raises(ValueError, match="rows"):
+        stability_rows(rows=0)
+    with pytest.raises(TypeError, match="cols"):
+        stability_rows(cols="768")
+    with pytest.raises(TypeError, match="offset"):
+        stability_rows(offsets=("big",))
+
+
 def test_cases_stress_small_sizes_only():
     from days.day09_layer_norm import driver
 
@@ -130,7 +276,8 @@ def test_cases_stress_small_sizes_only():
 
 # --- GPU ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("c", [1, 33, 768, 2048, 8192, 8193, 16388])
+@pytest.mark.parametrize("c", [1, 2, 3, 33, 768, 1023, 2048, 2050, 4097, 8192, 8193, 16388,
+                               16389])
 def test_every_version_at_offset_1e4_on_gpu(gpu, c):
     from days.day09_layer_norm import driver
 
@@ -169,3 +316,20 @@ def test_matches_torch_on_gpu(gpu):
                                        torch.as_tensor(b, device="cuda"), 1e-5).cpu().numpy()
     out, _, _ = driver.layer_norm(x, w, b)
     np.testing.assert_allclose(out, t, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (1, 2), (4, 3), (9, 5), (9, 7), (2000, 1023),
+                                   (3300, 2045), (9, 2049), (9, 16387)])
+def test_v8_every_split_on_gpu(gpu, shape):
+    """v8 (the default) on rows whose heads run through 0..3, at each of its kernels; the
+    smallest input; rows shorter than a float4."""
+    from days.day09_layer_norm import driver
+
+    rng = np.random.default_rng(shape[1])
+    n, c = shape
+    x = driver.stress_rows(rng, n, c)
+    w = (1 + 0.1 * rng.standard_normal(c)).astype(np.float32)
+    b = (0.1 * rng.standard_normal(c)).astype(np.float32)
+    errs = _errors(driver.layer_norm(x, w, b), reference.layer_norm(x, w, b))
+    assert all(e.ok for e in errs.values()), {k: e.message for k, e in errs.items()}
+

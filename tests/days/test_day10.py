@@ -86,9 +86,91 @@ def test_bytes_and_geometry():
     assert driver.block_shape(33) == (64, 4)
 
 
+def test_v5_geometry():
+    from days.day10_elementwise_ops import driver as D
+
+    # one thread per float4 of the longest body, at least one per head/tail float (<= 6)
+    assert [D.threads_per_row(c) for c in (1, 2, 5, 7, 24, 27, 3072, 3073)] == \
+        [1, 2, 5, 6, 6, 6, 768, 768]
+    # v5's grid covers a multiple of 4 rows at once, so every row of a thread has one split
+    assert D.round_rows(352, 1, 4) == 352 and D.round_rows(353, 1, 4) == 352
+    assert D.round_rows(3, 1, 4) == 4 and D.round_rows(5, 2, 4) == 4
+    assert D.round_rows(5, 8, 4) == 5 and D.round_rows(7, 1, 1) == 7
+
+
+def test_fallbacks_are_named():
+    from days.day10_elementwise_ops import driver as D
+
+    assert D.same_as("v3", (8191, 3073)) == "v2" and "= v2" in D.VERSIONS["v3"]
+    assert D.same_as("v3", (8192, 3072)) is None
+    assert all(D.same_as(v, (8191, 3073)) is None for v in ("v1", "v2", "v4", "v5"))
+
+
+def test_bench_sizes_and_bar():
+    from common.bars import describe
+    from days.day10_elementwise_ops import driver as D
+
+    assert (8191, 3073) in D.BENCH_SIZES
+    text = describe(D.BAR)
+    assert ">= 85% of ceiling at every bench size" in text
+    assert "at least as fast as the library at 8191x3073" in text
+    assert D.BEST == "v5"
+
+
+@pytest.mark.parametrize("args,kwargs,exc,word", [
+    ((np.ones((2, 3), np.complex64), np.zeros(3)), {}, TypeError, "complex"),
+    (("abc", np.zeros(3)), {}, TypeError, "string"),
+    ((np.ones((2, 3)), np.zeros(3, bool)), {}, TypeError, "booleans"),
+    ((np.ones(3), np.zeros(3)), {}, ValueError, "2-D"),
+    ((np.ones((2, 3, 1)), np.zeros(1)), {}, ValueError, "2-D"),
+    ((np.ones((2, 3)), np.zeros(4)), {}, ValueError, "bias"),
+    ((np.ones((2, 3)), np.zeros((1, 3))), {}, ValueError, "bias"),
+    ((np.ones((2, 3)), np.zeros(3)), {"scale": float("inf")}, ValueError, "finite"),
+    ((np.ones((2, 3)), np.zeros(3)), {"scale": 1e39}, ValueError, "scale"),
+    ((np.ones((2, 3)), np.zeros(3)), {"scale": "2"}, TypeError, "scale"),
+    ((np.ones((2, 3)), np.zeros(3)), {"act": "swish"}, ValueError, "gelu"),
+    ((np.ones((2, 3)), np.zeros(3)), {"act": None}, ValueError, "act"),
+    ((np.ones((2, 3)), np.zeros(3)), {"version": "v9"}, ValueError, "v1, v2, v3, v4, v5"),
+    ((np.ones((2, 3)), np.zeros(3)), {"version": 5}, TypeError, "version"),
+])
+def test_bias_act_refuses(args, kwargs, exc, word):
+    from days.day10_elementwise_ops.driver import bias_act
+
+    with pytest.raises(exc, match=word):
+        bias_act(*args, **kwargs)
+
+
+def test_relu_bias_refuses():
+    from days.day10_elementwise_ops.driver import relu_bias
+
+    with pytest.raises(ValueError, match="bias"):
+        relu_bias(np.ones((2, 3)), np.zeros(2))
+    with pytest.raises(ValueError, match="unknown version"):
+        relu_bias(np.ones((2, 3)), np.zeros(3), version="v0")
+
+
+def test_unknown_versions_are_refused_before_any_launch():
+    from days.day10_elementwise_ops import driver as D
+
+    with pytest.raises(ValueError, match="unknown version 'v6'"):
+        D.launch("v6", None)
+    with pytest.raises(ValueError, match="unknown version"):
+        D.bytes_moved("v6", 8, 8)
+
+
+def test_empty_input_is_empty_without_a_launch():
+    from days.day10_elementwise_ops.driver import bias_act, relu_bias
+
+    y = bias_act(np.ones((0, 5)), np.zeros(5))
+    assert y.shape == (0, 5) and y.dtype == np.float32
+    y = relu_bias(np.ones((3, 0)), np.zeros(0))
+    assert y.shape == (3, 0) and y.dtype == np.float32
+
+
 # --- GPU ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("shape", [(1, 1), (9, 7), (300, 1000), (3, 4100), (70001, 4)])
+@pytest.mark.parametrize("shape", [(1, 1), (6, 2), (9, 3), (9, 7), (300, 1000), (3, 4100),
+                                   (9, 3073), (70001, 4), (70001, 3)])
 def test_relu_every_version_on_gpu(gpu, shape):
     from days.day10_elementwise_ops import driver
 
@@ -114,3 +196,15 @@ def test_gelu_tails_on_gpu(gpu):
         assert np.isfinite(y).all(), v  # exp overflow must give -0, not NaN
         r = compare(y, ref)
         assert r.ok, f"{v}: {r.message}"
+
+
+@pytest.mark.parametrize("c", [1, 2, 3, 5, 6, 7, 30, 1001, 3073])
+def test_v5_every_head_length_on_gpu(gpu, c):
+    """v5 (the default) on 9 rows: at odd widths the rows' heads run through 0, 3, 2, 1."""
+    from days.day10_elementwise_ops import driver
+
+    rng = np.random.default_rng(c)
+    x = (2 * rng.standard_normal((9, c))).astype(np.float32)
+    b = rng.standard_normal(c).astype(np.float32)
+    r = compare(driver.bias_act(x, b, 0.7), reference.bias_act(x, b, 0.7))
+    assert r.ok, r.message
