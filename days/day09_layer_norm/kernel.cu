@@ -115,9 +115,13 @@ extern "C" __global__ void layernorm_v1(const float* __restrict__ x, const float
     const float* xr = x + (int64_t)row * C;
     float* outr = out + (int64_t)row * C;
 
+    // A first estimate of the mean, summed as differences from the row's first element: a
+    // plain float sum of 16389 copies of 2500.25 drifts by ~0.03, and then the variance below
+    // (a difference of two nearly equal numbers) comes out ~1e-5 instead of 0.
+    const float x0 = xr[0];
     float s = 0.f;
-    for (int j = 0; j < C; ++j) s += xr[j];
-    const float m0 = s / C;
+    for (int j = 0; j < C; ++j) s += xr[j] - x0;
+    const float m0 = x0 + s / C;
 
     float a = 0.f, q = 0.f;
     for (int j = 0; j < C; ++j) {
