@@ -27,7 +27,7 @@ VERSIONS = {
     "v2": "one fused kernel, scalar",
     "v3": "fused, float4 (= v2 for C % 4 != 0)",
     "v4": "fused, float4, 4 rows in flight, streaming (C % 4 != 0: scalar)",
-    "v5": "any width: scalar head + float4 body + scalar tail",
+    "v5": "any width: the matrix as one float4 array, column per element",
 }
 BEST = "v5"   # the default of the public functions: float4 speed at every width
 SIZE_HELP = "ROWSxCOLS, e.g. 8192x3072 (rows = tokens, cols = features)"
@@ -85,12 +85,6 @@ def block_shape(ncols):
     return tx, THREADS // tx
 
 
-def threads_per_row(c):
-    """v5: one thread per float4 of the longest row body, and at least one per head or tail
-    float (up to 6); kernel.cu's threads_per_row."""
-    return max(c // 4, min(c, 6))
-
-
 @functools.lru_cache(maxsize=None)
 def grid_for(name, n, ncols, rows_per_iter, row_step=1):
     """One full wave of resident blocks (a grid-stride loop does the rest): more blocks would
@@ -129,9 +123,12 @@ def launch(version, d):
         K("add_bias_v1", "PPPii").prepared_call(grid, block, t1, d.bias, t2, n, c)
         K(f"{act}_v1", "PPii").prepared_call(grid, block, t2, d.y, n, c)
         return
-    if version == "v5":
+    if version == "v5":  # 1-D: one wave of blocks walks the N*C/4 float4 (and the tail)
+        from common.gpu import blocks_per_sm, device_info
+
         name = f"bias_act_v5_{act}"
-        grid, block = grid_for(name, n, threads_per_row(c), 1, 4)  # row step a multiple of 4
+        wave = device_info()["sms"] * blocks_per_sm(K(name), THREADS)
+        grid, block = (min(wave, H.cdiv(n * c // 4 + 1, THREADS)), 1, 1), (THREADS, 1, 1)
     else:
         if version == "v2" or (version == "v3" and c % 4):  # float4 needs 16-byte aligned rows
             name, vec, rows = f"bias_act_v2_{act}", 1, 1

@@ -26,8 +26,9 @@
 //       in flight per thread), and streaming cache hints (__ldcs / __stcs: nobody reads x or y
 //       again, so they should not push useful lines out of L2). C % 4 != 0: the same with
 //       scalar loads (bias_act_v4_vec1_*).
-//   v5  any width at float4 speed: each row cut into a scalar head, a 16-byte aligned float4
-//       body and a scalar tail, with the bias of every thread's columns still in registers.
+//   v5  any width at float4 speed: the matrix as one flat array of float4 (rows may straddle
+//       a float4), a grid-stride loop; the column of each element, needed only for its bias,
+//       advances by a constant step per iteration (no division in the loop).
 #include <cstdint>
 
 #define ACT_RELU 0
@@ -165,103 +166,51 @@ BIAS_ACT(bias_act_v4_vec1_gelu, 1, ACT_GELU, 4, true)
 BIAS_ACT(bias_act_v4_vec1_relu, 1, ACT_RELU, 4, true)
 
 // ---------------------------------------------------------------------------------------
-// v5: any width at float4 speed
+// v5: any width at float4 speed. An elementwise op does not care where rows begin: the
+// [N, C] matrix is ONE contiguous array of N*C floats whose start is 16-byte aligned
+// (cudaMalloc), so it is an array of float4 whatever C is (a float4 may straddle two rows).
+// Only the bias needs to know the column. A thread's float4 i starts at column (4 i) mod C,
+// and the grid-stride loop moves it by (4 * stride) mod C each step: one modulo before the
+// loop, an add and a compare in it. Each element's bias is a scalar __ldg: the bias (4C bytes,
+// read by every row) stays in L1. The last (N*C) % 4 floats: the first threads of block 0.
+// An earlier v5 cut each row into a scalar head, an aligned float4 body and a scalar tail,
+// keeping the bias in registers: 58% of the ceiling at 8191 x 3073 against this design's 90%
+// (.notes/day09_10_oddwidth.md).
 // ---------------------------------------------------------------------------------------
-// v3 and v4 need every row to start on a 16-byte boundary (C % 4 == 0); otherwise they run
-// scalar code for every row. Row r starts at float r*C, (r*C) mod 4 floats past a boundary,
-// and v5 cuts it there:
-//
-//     | head |                body: float4, 16-byte aligned                | tail |
-//       h = (-r*C) mod 4 floats (0..3)          nb float4                    0..3 floats
-//
-// Thread g of a row loads the body's float4 g (columns h + 4g .. h + 4g + 3) and, for g < the
-// number of head + tail floats (at most 6), one of those as well, all before any math: one
-// round trip to memory per row, as in v3. The bias of the thread's columns stays in registers:
-// the driver makes the grid's row step a multiple of 4, so every row a thread visits starts at
-// the same h (the kernel reloads the bias whenever a row's h differs, which then never happens).
-// U rows a step apart per loop iteration; STREAM: evict-first loads and stores (the sweep in
-// .notes/day09_10_oddwidth_sweep.py tries both; the driver runs U = 1 without).
-struct RowSplit {
-    int head;    // floats before the row's first 16-byte boundary (0..3)
-    int body;    // float4 from there on
-    int extras;  // head + tail floats (0..6): thread g < extras takes one of them
-};
-
-__device__ __forceinline__ RowSplit split_row(int64_t off, int C) {
-    const int h = min((int)(-off & 3), C);  // x and y start 16-byte aligned (cudaMalloc)
-    const int nb = (C - h) >> 2;
-    return {h, nb, C - 4 * nb};
-}
-
-// The column of extra float k (k < extras): the head's columns 0..h-1, then the tail's.
-__device__ __forceinline__ int extra_col(int k, const RowSplit& sp) {
-    return k < sp.head ? k : 4 * sp.body + k;
-}
-
-// Threads a row needs: one per float4 of the longest body, and at least one per extra float.
-__device__ __forceinline__ int threads_per_row(int C) { return max(C >> 2, min(C, 6)); }
-
-template <int ACT, int U, bool STREAM>
-__device__ __forceinline__ void bias_act_split_body(const float* __restrict__ x,
-                                                    const float* __restrict__ bias,
-                                                    float* __restrict__ y, int N, int C,
-                                                    float scale) {
-    const int g = blockIdx.x * blockDim.x + threadIdx.x;
-    if (g >= threads_per_row(C)) return;
-    float b[4] = {0.f, 0.f, 0.f, 0.f}, be = 0.f;  // bias of the thread's float4, of its extra
-    int b_head = -1;                               // the h they were loaded for
-
-    const int64_t rstep = (int64_t)gridDim.y * blockDim.y;
-    for (int64_t r0 = (int64_t)blockIdx.y * blockDim.y + threadIdx.y; r0 < N; r0 += U * rstep) {
-        float v[U][4], e[U];
-        RowSplit sp[U];
+template <int ACT>
+__device__ __forceinline__ void bias_act_flat(const float* __restrict__ x,
+                                              const float* __restrict__ bias,
+                                              float* __restrict__ y, int N, int C, float scale) {
+    const int64_t total = (int64_t)N * C, n4 = total >> 2;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    int col = (int)((4 * i) % C);                 // column of the float4's first element
+    const int step = (int)((4 * stride) % C);
+    for (; i < n4; i += stride) {
+        float v[4];
+        load<4, false>(x + 4 * i, v);
 #pragma unroll
-        for (int u = 0; u < U; ++u) {  // all loads first
-            const int64_t r = r0 + u * rstep;
-            if (r < N) {
-                const int64_t off = r * C;
-                sp[u] = split_row(off, C);
-                if (g < sp[u].body) load<4, STREAM>(x + off + sp[u].head + 4 * g, v[u]);
-                if (g < sp[u].extras) {
-                    float t[1];
-                    load<1, STREAM>(x + off + extra_col(g, sp[u]), t);
-                    e[u] = t[0];
-                }
-            }
+        for (int k = 0; k < 4; ++k) {
+            int c = col + k;
+            while (c >= C) c -= C;                // C < 4: a float4 spans several rows
+            v[k] = activate<ACT>(fmaf(v[k], scale, __ldg(bias + c)));
         }
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-            const int64_t r = r0 + u * rstep;
-            if (r < N) {
-                const int64_t off = r * C;
-                if (sp[u].head != b_head) {  // the first row (and never again, see above)
-                    b_head = sp[u].head;
-                    if (g < sp[u].body) {
-#pragma unroll
-                        for (int k = 0; k < 4; ++k) b[k] = __ldg(bias + sp[u].head + 4 * g + k);
-                    }
-                    if (g < sp[u].extras) be = __ldg(bias + extra_col(g, sp[u]));
-                }
-                if (g < sp[u].body) {
-#pragma unroll
-                    for (int k = 0; k < 4; ++k) v[u][k] = activate<ACT>(fmaf(v[u][k], scale, b[k]));
-                    store<4, STREAM>(y + off + sp[u].head + 4 * g, v[u]);
-                }
-                if (g < sp[u].extras) {
-                    const float t[1] = {activate<ACT>(fmaf(e[u], scale, be))};
-                    store<1, STREAM>(y + off + extra_col(g, sp[u]), t);
-                }
-            }
-        }
+        store<4, false>(y + 4 * i, v);
+        col += step;
+        if (col >= C) col -= C;
+    }
+    if (blockIdx.x == 0 && threadIdx.x < total - 4 * n4) {
+        const int64_t e = 4 * n4 + threadIdx.x;
+        y[e] = activate<ACT>(fmaf(x[e], scale, __ldg(bias + (int)(e % C))));
     }
 }
 
-#define BIAS_ACT_SPLIT(NAME, ACT, U, STREAM)                                                    \
+#define BIAS_ACT_FLAT(NAME, ACT)                                                                \
     extern "C" __global__ void __launch_bounds__(256) NAME(                                     \
         const float* __restrict__ x, const float* __restrict__ bias, float* __restrict__ y,     \
         int N, int C, float scale) {                                                            \
-        bias_act_split_body<ACT, U, STREAM>(x, bias, y, N, C, scale);                           \
+        bias_act_flat<ACT>(x, bias, y, N, C, scale);                                            \
     }
 
-BIAS_ACT_SPLIT(bias_act_v5_gelu, ACT_GELU, 1, false)
-BIAS_ACT_SPLIT(bias_act_v5_relu, ACT_RELU, 1, false)
+BIAS_ACT_FLAT(bias_act_v5_gelu, ACT_GELU)
+BIAS_ACT_FLAT(bias_act_v5_relu, ACT_RELU)
