@@ -60,7 +60,7 @@ def ladder(rec, drv, path, plt):
         return False
     tf = bool(c.get("flops"))
     key, unit = ("tflops", "TFLOP/s") if tf else ("gbps", "GB/s")
-    rows = [r for r in c["rows"] if "median_ms" in r and r.get(key)]
+    rows = [r for r in c["rows"] if "median_ms" in r and r.get(key) and "same_as" not in r]
     if not rows:
         return False
     fig, ax = plt.subplots(figsize=(8, 0.45 * len(rows) + 2.4), dpi=110)
@@ -111,11 +111,11 @@ def bandwidth(rec, path, plt):
     names = []
     for c in cases:
         for r in c["rows"]:
-            if "median_ms" in r and r["version"] not in names:
+            if "median_ms" in r and "same_as" not in r and r["version"] not in names:
                 names.append(r["version"])
     for i, v in enumerate(names):
         pts = [(c["bytes"], r["gbps"]) for c in cases for r in c["rows"]
-               if r["version"] == v and r.get("gbps")]
+               if r["version"] == v and r.get("gbps") and "same_as" not in r]
         if pts:
             ax.plot(*zip(*pts), marker="o", ms=4, lw=1.3, color=COLORS[i % len(COLORS)], label=v)
     libs = sorted({b["name"] for c in cases for b in c.get("baseline", [])})

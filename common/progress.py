@@ -194,7 +194,7 @@ def results_block(rec: dict | None) -> str:
                        fmt(r.get("tflops") if tf else r.get("gbps"), ".1f" if tf else ".0f"),
                        fmt(r.get("pct_of_ceiling"), ".1f"), fmt(r.get("speedup_vs_v1"), ".2f"),
                        fmt(r.get("vs_baseline"), ".2f"), "ok" if r.get("ok") else "FAIL"]
-                      if "median_ms" in r else
+                      if "same_as" not in r else
                       [r["version"], r.get("description", ""), f"= {r['same_as']}", "", "", "", "", ""]
                       for r in rows]
         table_rows += [[b["name"], "library", f"{b['median_ms']:.4g}",

@@ -162,6 +162,7 @@ def bench_size(drv, rep: Report, versions: list[str], size: tuple, *, timed: boo
 
     if timed:
         _speedups(rows, base_rows)
+        _copy_same_as(rows)
     record = {"size": list(size), "seed": seed, "bytes": case.bytes, "flops": case.flops,
               "read_bytes": case.read_bytes, "unit": case.unit if case.flops else None,
               "rows": rows, "baseline": base_rows}
@@ -247,8 +248,22 @@ def _add_rates(row, case, ceil):
         row["pct_of_size_ceiling"] = 100 * row["gbps"] / ceil["size_gbps"]
 
 
+_SHARED_FIELDS = ("median_ms", "min_ms", "max_ms", "repeats", "gbps", "tflops", "pct_of_ceiling",
+                  "pct_of_size_ceiling", "speedup_vs_v1", "vs_baseline", "ok", "rel_l2", "max_err")
+
+
+def _copy_same_as(rows):
+    """A version that runs another's kernel at this size gets that run's figures (it is the same
+    launch): tables still show "= vN", but bars, BEST and the README markers can read it."""
+    by_version = {r["version"]: r for r in rows}
+    for r in rows:
+        other = by_version.get(r.get("same_as"))
+        if other is not None and "median_ms" in other:
+            r.update({k: other[k] for k in _SHARED_FIELDS if k in other})
+
+
 def _speedups(rows, base_rows):
-    timed = [r for r in rows if "median_ms" in r]
+    timed = [r for r in rows if "median_ms" in r and "same_as" not in r]
     if not timed:
         return
     first = timed[0]["median_ms"]

@@ -126,10 +126,11 @@ def test_v8_kernel_choice():
     assert v8_config(1025)[:2] == ("rows", "layernorm_v8_rows_items8_p1")   # 256: still 8
     assert v8_config(2048) == ("rows", "layernorm_v8_rows_items16_p2", 256, 128 + 16 * 512 * 16)
     assert v8_config(3) == ("rows", "layernorm_v8_rows_items1_p1", 256, 128)  # no body: no slot
-    # block kernel: the fewest float4 per thread with at most 512 threads
-    assert v8_config(2049) == ("block", "layernorm_v8_block_items1", 512, 0)
-    assert v8_config(4097) == ("block", "layernorm_v8_block_items2", 512, 0)  # 1024 float4
-    assert v8_config(8191) == ("block", "layernorm_v8_block_items4", 512, 0)
+    # block kernel: the fewest float4 per thread with at most 256 threads, then 512
+    assert v8_config(2049) == ("block", "layernorm_v8_block_items2", 256, 0)
+    assert v8_config(4097) == ("block", "layernorm_v8_block_items4", 256, 0)  # 1024 float4
+    assert v8_config(8191) == ("block", "layernorm_v8_block_items8", 256, 0)
+    assert v8_config(8197) == ("block", "layernorm_v8_block_items8", 288, 0)  # 2049 float4
     assert v8_config(16387) == ("block", "layernorm_v8_block_items8", 512, 0)  # 4096 float4
     assert v8_config(16388)[:2] == ("long", "layernorm_v8_long")
     # before Hopper (no bulk copies) every width takes the block kernel
@@ -150,8 +151,12 @@ def test_fallbacks_are_named(monkeypatch):
     assert D.same_as("v7", (8192, 768)) is None and D.same_as("v7", (8192, 2048)) is None
     assert D.same_as("v7", (8192, 1023)) == "v5" and D.same_as("v7", (8192, 8192)) == "v4"
     assert all(D.same_as(v, (8192, 1023)) is None for v in ("v1", "v2", "v3", "v4", "v8"))
+    # v8's own kernels serve widths that are not a multiple of 4; aligned rows take v7's path
+    assert D.same_as("v8", (8192, 768)) == "v7" and D.same_as("v8", (8192, 2048)) == "v7"
+    assert D.same_as("v8", (8192, 8192)) == "v4" and D.same_as("v8", (8192, 4097)) is None
     # the version texts say so
     assert "= v4" in D.VERSIONS["v5"] and "= v5" in D.VERSIONS["v6"] and "= v6" in D.VERSIONS["v7"]
+    assert "= v7" in D.VERSIONS["v8"]
     monkeypatch.setattr(D, "device_info", lambda: {"compute_capability": "8.0",
                                                    "smem_per_block_optin": 163 * 1024})
     assert D.same_as("v7", (8192, 768)) == "v6"  # no bulk copies before Hopper
