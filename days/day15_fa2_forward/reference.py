@@ -12,19 +12,33 @@ def logsumexp(z: np.ndarray) -> np.ndarray:
     return mx + np.log(np.exp(z - mx[..., None]).sum(axis=-1))
 
 
-def forward(X, W, b, y):
-    """(loss, logp) of the layer in float64. X [m, d], W [d, c], b [c], y [m] ints in [0, c)."""
+def forward_all(X, W, b, y):
+    """(loss, lse, logp) of the layer in float64: lse [m] the row log-sum-exps, logp [m, c].
+    An empty batch (m = 0) has loss 0.0."""
     X = np.asarray(X, dtype=np.float64)
     W = np.asarray(W, dtype=np.float64)
     y = np.asarray(y)
     logp = X @ W                       # m x c; the m x c arrays are reused in place below
     logp += np.asarray(b, dtype=np.float64)
-    mx = logp.max(axis=1, keepdims=True)
+    mx = logp.max(axis=1, keepdims=True) if logp.size else np.zeros((logp.shape[0], 1))
     logp -= mx
     s = np.exp(logp).sum(axis=1, keepdims=True)
     logp -= np.log(s)
+    lse = (mx + np.log(s))[:, 0]
     loss = -logp[np.arange(len(y)), y].mean() if len(y) else 0.0
-    return float(loss), logp
+    return float(loss), lse, logp
+
+
+def forward(X, W, b, y):
+    """(loss, logp) of the layer in float64. X [m, d], W [d, c], b [c], y [m] ints in [0, c)."""
+    loss, _, logp = forward_all(X, W, b, y)
+    return loss, logp
+
+
+def cross_entropy(X, W, b, y):
+    """(loss, lse) of the layer in float64: what the fused versions return."""
+    loss, lse, _ = forward_all(X, W, b, y)
+    return loss, lse
 
 
 def tile_stats(z: np.ndarray, tile: int = 128):
