@@ -13,8 +13,8 @@ from . import reference
 
 K = H.Kernels(__file__)
 THREADS = 256  # one block per row (v1-v4, v6 up to 16387 columns); v1's tree needs a power of two
-LONG_THREADS = 512  # v6 for longer rows: a block of 512 per row, registers + shared memory,
-LONG_BLOCKS_PER_SM = 2  # two blocks an SM (softmax_v6_long1024: one block of 1024, to compare)
+LONG_THREADS = 1024  # v6 for longer rows: one block of 1024 per row (one an SM), registers
+                     # + shared memory (.notes/day05_long_rows.md: the designs tried)
 
 VERSIONS = {
     "v1": "shared-memory tree reductions, 3 passes",
@@ -62,16 +62,13 @@ def _items(per_thread: int, choices) -> int:
     return next((i for i in choices if per_thread <= i), choices[-1])
 
 
-def v6_smem_vecs(cols: int, threads: int = LONG_THREADS) -> int:
-    """float4 of a long row that v6 keeps in shared memory (beyond threads x 8 in registers):
-    as many as fit in a share of the SM's shared memory (its blocks on one SM split it)."""
+def v6_smem_vecs(cols: int) -> int:
+    """float4 of a long row that v6 keeps in shared memory (beyond 1024 x 8 in registers):
+    as many as fit in a block's shared memory."""
     from common.gpu import device_info
 
-    info = device_info()
-    per_sm = info.get("smem_per_sm") or 228 * 1024
-    blocks = LONG_BLOCKS_PER_SM if threads == LONG_THREADS else 1
-    limit = min(info.get("smem_per_block_optin") or 48 * 1024, per_sm // blocks) - 1024 - 256
-    return max(0, min(cols // 4 - threads * 8, limit // 16))
+    limit = (device_info().get("smem_per_block_optin") or 48 * 1024) - 1024  # static smem + slack
+    return max(0, min(cols // 4 - LONG_THREADS * 8, limit // 16))
 
 
 def kernel_for(version: str, cols: int) -> tuple[str, int, int]:
@@ -89,7 +86,7 @@ def kernel_for(version: str, cols: int) -> tuple[str, int, int]:
             return f"softmax_v6_warp_items{_items(H.cdiv(body, 32), (1, 2, 4, 8))}", THREADS, THREADS // 32
         if body <= THREADS * 16:
             return f"softmax_v6_block_items{_items(H.cdiv(body, THREADS), (1, 2, 4, 8, 16))}", THREADS, 1
-        return ("softmax_v6_long", LONG_THREADS, 1) if LONG_THREADS == 512 else ("softmax_v6_long1024", 1024, 1)
+        return "softmax_v6_long", LONG_THREADS, 1
     raise ValueError(f"kernel_for: {version!r} is not v4, v5 or v6")
 
 
@@ -106,7 +103,7 @@ def launch(version, d):
             shared_size=THREADS * 4 if version == "v1" else 0)
         return
     name, threads, rows_per_block = kernel_for(version, cols)
-    smem_vecs = v6_smem_vecs(cols, threads) if name.startswith("softmax_v6_long") else 0
+    smem_vecs = v6_smem_vecs(cols) if name == "softmax_v6_long" else 0
     K(name, "PPiii", dynamic_smem=16 * smem_vecs).prepared_call(
         (H.cdiv(rows, rows_per_block), 1, 1), (threads, 1, 1), d.x, d.y, rows, cols, smem_vecs,
         shared_size=16 * smem_vecs)

@@ -16,10 +16,10 @@
 //       that does not fit in registers (beyond 16384 floats) is read a second time.
 //   v5  v4 with ONE WARP per row for rows of up to 1024 floats: no barriers, no shared memory
 //       (rows wider than that run v4's kernel: the table says "= v4")
-//   v6  any width at full speed: every row is a scalar head (up to the next 16-byte boundary),
-//       an aligned float4 body and a scalar tail, so odd widths get 16-byte loads too; rows
-//       longer than registers hold keep the rest in shared memory (227 KB a block on Hopper:
-//       a 50257-float vocabulary row fits), so even they are read from memory once.
+//   v6  any width: every row is a scalar head (up to the next 16-byte boundary), an aligned
+//       float4 body and a scalar tail, so odd widths get 16-byte loads too; rows longer than
+//       registers hold keep the rest in shared memory (227 KB a block on Hopper: a 50257-float
+//       vocabulary row fits), so even they are read from memory once.
 #include <cfloat>
 #include <cstdint>
 
@@ -333,22 +333,6 @@ __device__ __forceinline__ void softmax_rows(const float* __restrict__ x, float*
         reinterpret_cast<typename Vec<VEC>::T*>(stage));
 }
 
-// Long rows, persistent: a fixed grid of blocks (two an SM) walks the rows. Every block alone
-// reads its row, reduces it (the memory idles for it meanwhile) and writes it; two blocks
-// started together stay in step and leave the memory idle together. Starting the odd blocks
-// `delay_ns` later puts one block's reading under the other's reduction and write.
-template <int BLOCK, int ITEMS>
-__device__ __forceinline__ void softmax_rows_persistent(const float* __restrict__ x,
-                                                        float* __restrict__ y, int rows, int cols,
-                                                        int smem_vecs, int delay_ns) {
-    __shared__ float red[32];
-    extern __shared__ float4 stage[];
-    if ((blockIdx.x & 1) && delay_ns > 0) __nanosleep(delay_ns);
-    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x)
-        softmax_row<BLOCK, 4, ITEMS, true, true>(x + row * cols, y + row * cols, cols, smem_vecs,
-                                                 red, stage);
-}
-
 #define SOFTMAX_ROWS(NAME, BLOCK, TPR, VEC, ITEMS, HEADTAIL, SMEM, MIN_BLOCKS)                 \
     extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) NAME(                     \
         const float* __restrict__ x, float* __restrict__ y, int rows, int cols, int smem_vecs) { \
@@ -366,17 +350,10 @@ V5(4, 1) V5(4, 2) V5(4, 4) V5(4, 8)
 V5(1, 4) V5(1, 8) V5(1, 16) V5(1, 32)
 
 // v6: any width with float4: a warp per row up to 1024 (+3) floats, a block of 256 up to 16384,
-// beyond that a block of 512 with registers + half an SM's shared memory, two blocks an SM so
-// that one reads its row while the other reduces and writes (softmax_v6_long1024, one block of
-// 1024 an SM with all of the shared memory, reads more of a row once but leaves the memory
-// idle while it reduces: kept to compare)
+// beyond that one block of 1024 an SM with 8 float4 a thread in registers and the rest of the
+// row (up to ~57,000 floats) in shared memory
 #define V6W(ITEMS) SOFTMAX_ROWS(softmax_v6_warp_items##ITEMS, 256, 32, 4, ITEMS, true, false, 1)
 #define V6B(ITEMS) SOFTMAX_ROWS(softmax_v6_block_items##ITEMS, 256, 256, 4, ITEMS, true, false, 1)
 V6W(1) V6W(2) V6W(4) V6W(8)
 V6B(1) V6B(2) V6B(4) V6B(8) V6B(16)
-SOFTMAX_ROWS(softmax_v6_long, 512, 512, 4, 8, true, true, 2)
-SOFTMAX_ROWS(softmax_v6_long1024, 1024, 1024, 4, 8, true, true, 1)
-extern "C" __global__ void __launch_bounds__(512, 2) softmax_v6_long_persist(
-    const float* __restrict__ x, float* __restrict__ y, int rows, int cols, int smem_vecs, int delay_ns) {
-    softmax_rows_persistent<512, 8>(x, y, rows, cols, smem_vecs, delay_ns);
-}
+SOFTMAX_ROWS(softmax_v6_long, 1024, 1024, 4, 8, true, true, 1)

@@ -25,7 +25,7 @@ V4_ROWS_PER_BLOCK = 8  # fa2_v4_lse: one warp per row
 # v4's grid: "persistent" launches as many blocks as fit on the GPU at once and they walk the
 # tiles; "tiles" launches one block per tile (the kernel takes both; the sweep in
 # .notes/day15_20_gemm_sweep.py times both)
-V4_GRID = "persistent"
+V4_GRID = "tiles"
 
 VERSIONS = {
     "v1": "matmul+bias, 3-pass log-softmax, loss kernel",

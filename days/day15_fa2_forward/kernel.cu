@@ -477,7 +477,14 @@ extern "C" __global__ void fa2_v3_loss(const float* __restrict__ row_loss, float
 // FA2_WARPS_M (8, 4, 2 or 1 warps along the rows) and FA2_BK (8 or 16) are compile-time knobs;
 // .notes/day15_20_gemm_sweep.py times the alternatives on the GPU.
 #ifndef FA2_WARPS_M
-#define FA2_WARPS_M 4
+#define FA2_WARPS_M 2
+#endif
+// The stats kernel (the loss without the logits: the benchmark's path) keeps fewer live
+// registers than the one that also stores Z, so it can take the 1 x 8 warp layout, which the
+// sweep found fastest (H200, 2026-11-23: 3.00 ms against 3.11 for 2 x 4); the logits kernel
+// would spill 8 bytes with it and keeps 2 x 4.
+#ifndef FA2_WARPS_M_STATS
+#define FA2_WARPS_M_STATS 1
 #endif
 #ifndef FA2_BK
 #define FA2_BK 8
@@ -502,7 +509,7 @@ static_assert((WM == 1 || WM == 2 || WM == 4 || WM == 8) && LM * LN == 32, "FA2_
 // Z = X W + b for the tiles of this block, and per tile: stats[r, t] = (max, sum exp) of row r
 // over column tile t, zlab[r] = z[r, y_r] (written by the tile holding column y_r), and with
 // STORE_Z the logits themselves into Z. M = m rows, K = d features, N = c classes (all >= 1).
-template <bool STORE_Z>
+template <bool STORE_Z, int WM>
 __device__ __forceinline__ void v4_logits_tiles(const float* __restrict__ X,
                                                 const float* __restrict__ W,
                                                 const float* __restrict__ bias,
@@ -511,8 +518,9 @@ __device__ __forceinline__ void v4_logits_tiles(const float* __restrict__ X,
                                                 float* __restrict__ Z, int M, int K, int N) {
     // (v4's constants shadow the global BM, BN, BK of v1-v3's tile in here)
     constexpr int BM = v4::BM, BN = v4::BN, BK = v4::BK, KSUB = v4::KSUB, LD = v4::LD, E = v4::E;
-    constexpr int WN = v4::WN, WTM = v4::WTM, WTN = v4::WTN, LM = v4::LM, LN = v4::LN;
-    constexpr int STAGE_LD = v4::STAGE_LD;
+    constexpr int WN = 8 / WM, WTM = BM / WM, WTN = BN / WN, LM = WTM / 8, LN = WTN / 8;
+    constexpr int STAGE_LD = WTN + (((LN * 4 - WTN) % 32) + 32) % 32;
+    static_assert((WM == 1 || WM == 2 || WM == 4 || WM == 8) && LM * LN == 32, "WM is 1, 2, 4 or 8");
     constexpr int BUF = 2 * BK * LD;                           // one operand, two buffers
     constexpr int STAGE = STORE_Z ? 8 * LM * STAGE_LD : 0;     // 8 warps' staging rows
     constexpr int RED = WN > 1 ? 2 * WN * BM : 0;              // WN partials per row (float2)
@@ -744,7 +752,7 @@ extern "C" __global__ void __launch_bounds__(v4::THREADS, 2)
     fa2_v4_gemm_stats(const float* __restrict__ X, const float* __restrict__ W,
                       const float* __restrict__ b, const int* __restrict__ y,
                       float2* __restrict__ stats, float* __restrict__ zlab, int m, int d, int c) {
-    v4_logits_tiles<false>(X, W, b, y, stats, zlab, nullptr, m, d, c);
+    v4_logits_tiles<false, FA2_WARPS_M_STATS>(X, W, b, y, stats, zlab, nullptr, m, d, c);
 }
 
 // the same, and Z into `logits` (v4 asked for logp: fa2_v4_subtract then makes it logp)
@@ -753,7 +761,7 @@ extern "C" __global__ void __launch_bounds__(v4::THREADS, 2)
                        const float* __restrict__ b, const int* __restrict__ y,
                        float2* __restrict__ stats, float* __restrict__ zlab,
                        float* __restrict__ logits, int m, int d, int c) {
-    v4_logits_tiles<true>(X, W, b, y, stats, zlab, logits, m, d, c);
+    v4_logits_tiles<true, FA2_WARPS_M>(X, W, b, y, stats, zlab, logits, m, d, c);
 }
 
 // One warp per row (8 rows per 256-thread block): merge the row's ntiles partials into lse,

@@ -24,7 +24,7 @@ V4_BLOCKS_PER_SM = 2   # __launch_bounds__(256, 2) in kernel.cu: two v4 blocks f
 # v4's grid: "persistent" = as many blocks as fit at once (2 per SM), walking the work units;
 # "tiles" = one block per unit. V4_SPLIT_WAVES: dX's split over K makes about this many waves
 # of units. .notes/day15_20_gemm_sweep.py times the alternatives.
-V4_GRID = "persistent"
+V4_GRID = "tiles"
 V4_SPLIT_WAVES = 1
 
 VERSIONS = {

@@ -353,7 +353,7 @@ extern "C" __global__ void fa2b_v2_splitk_reduce(const float* __restrict__ ws, f
 // (max, sum exp) into stats and the labels' logits into zlab. COLSUM: the units of row tile 0
 // also sum their B tiles' columns (dZ's column sums: db) into colsum, scaled (= or += as C).
 #ifndef FA2_WARPS_M
-#define FA2_WARPS_M 4
+#define FA2_WARPS_M 1
 #endif
 #ifndef FA2_BK
 #define FA2_BK 8

@@ -34,7 +34,7 @@ def test_kernel_choice():
     assert kernel_for("v6", 1028) == ("softmax_v6_block_items2", 256, 1)
     assert kernel_for("v6", 8193)[0] == "softmax_v6_block_items8"
     assert kernel_for("v6", 16387)[0] == "softmax_v6_block_items16"
-    assert kernel_for("v6", 16388) == ("softmax_v6_long", 512, 1)
+    assert kernel_for("v6", 16388) == ("softmax_v6_long", 1024, 1)
     with pytest.raises(ValueError, match="v1"):
         kernel_for("v1", 10)
 
