@@ -136,6 +136,18 @@ def blocks_per_sm(fn, threads: int, dynamic_smem: int = 0) -> int:
     return max(1, min(by_regs, by_threads, by_smem, info["max_blocks_per_sm"] or 32))
 
 
+_SMEM_OPTIN: dict = {}
+
+
+def opt_in_smem(fn, dynamic: int):
+    """Let kernel `fn` (a pycuda Function) launch with `dynamic` bytes of dynamic shared
+    memory. Without the opt-in a block may use 48 KB in all, static and dynamic together;
+    above that the kernel must ask for the bytes first (up to 227 KB a block on Hopper)."""
+    if fn.shared_size_bytes + dynamic > 48 * 1024 and _SMEM_OPTIN.get(id(fn), 0) < dynamic:
+        fn.set_attribute(driver().function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic)
+        _SMEM_OPTIN[id(fn)] = dynamic
+
+
 def _fmt_version(v: int) -> str:
     return f"{v // 1000}.{(v % 1000) // 10}"
 

@@ -140,7 +140,6 @@ class Kernels:
         self.sm90a = sm90a
         self.options = options
         self._fns: dict = {}
-        self._smem_optin: dict = {}
 
     @property
     def module(self):
@@ -149,8 +148,8 @@ class Kernels:
         return load_module(self.path, sm90a=self.sm90a, options=self.options)
 
     def __call__(self, name: str, signature: str | None = None, dynamic_smem: int = 0):
-        """The kernel `name`, prepared with `signature`. A kernel that needs more than 48 KB of
-        dynamic shared memory must opt in first: pass the bytes as `dynamic_smem`."""
+        """The kernel `name`, prepared with `signature`. A kernel whose static and dynamic shared
+        memory pass 48 KB must opt in first: pass the dynamic bytes as `dynamic_smem`."""
         key = (name, signature)
         if key not in self._fns:
             fn = self.module.get_function(name)
@@ -158,11 +157,10 @@ class Kernels:
                 fn.prepare(signature)
             self._fns[key] = fn
         fn = self._fns[key]
-        if dynamic_smem > 48 * 1024 and self._smem_optin.get(name, 0) < dynamic_smem:
-            from .gpu import driver
+        if dynamic_smem:
+            from .gpu import opt_in_smem
 
-            fn.set_attribute(driver().function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic_smem)
-            self._smem_optin[name] = dynamic_smem
+            opt_in_smem(fn, dynamic_smem)
         return fn
 
 

@@ -10,7 +10,7 @@
 // Build on its own:  nvcc -arch=sm_90 -O3 -cubin kernel.cu
 // Run:               python run_day.py 17
 //
-// Versions (every one takes `exclusive` = 0 or 1):
+// Versions (every one takes `exclusive` = 0 or 1, and any length n >= 1):
 //   v1  Hillis-Steele inside a block of 512 (log2(512) = 9 steps, every element added at
 //       every step: O(n log n) adds, double-buffered shared memory), then scan-then-
 //       propagate: the block totals are scanned by the same kernel (recursively) and a
@@ -26,10 +26,22 @@
 //       x is read twice, y written once: ~12n bytes
 //   v4  single pass with decoupled look-back (Merrill & Garland, 2016). Tiles of 8192 get
 //       their index from an atomic counter (so every lower tile is already running: no
-//       deadlock). A tile publishes its aggregate, then looks back over its predecessors'
-//       status words (aggregate or inclusive prefix) until it meets an inclusive prefix,
-//       publishes its own inclusive prefix, and writes. x read once, y written once: 8n
-//       bytes, the minimum
+//       deadlock). A tile publishes its aggregate, then warp 0 looks back over its
+//       predecessors' status words (aggregate or inclusive prefix), 32 at a time, until it
+//       meets an inclusive prefix, publishes its own inclusive prefix, and writes. x read
+//       once, y written once: 8n bytes, the minimum. The status words are zeroed by a memset
+//       before each launch
+//   v5  v4's algorithm in lighter blocks (tiles of 3072: 128 threads x 24 ints), so many
+//       tiles are in flight on every SM; the whole block looks back (each warp reads 32
+//       predecessors, 128 per round trip); status words carry a launch number (epoch), so
+//       no memset is needed between launches
+//   v6  persistent blocks (one wave) that prefetch their next tiles into shared memory with
+//       cp.async while the current tile waits for its look-back: the loads in flight no
+//       longer stop during a look-back. Tiles of 4096 (256 threads x 16 ints), 3 stages
+//
+// Templates: v3-v6 share the tile code (load, scan in registers, store), parameterized by
+// warps per block and chunks of 128 ints per warp; v5 and v6 are templates too, so that
+// .notes/day17_scan_sweep.py can build and time other tile shapes from this file.
 #include <cstdint>
 
 __device__ __forceinline__ unsigned warp_inclusive_scan(unsigned v) {
@@ -155,26 +167,30 @@ extern "C" __global__ void scan_v2_add(unsigned* y, const unsigned* scanned_sums
 }
 
 // ---------------------------------------------------------------------------------------
-// Tiles for v3 and v4: 256 threads x 32 items = 8192 ints. Each warp owns 1024 consecutive
-// ints as 8 chunks of 128; in chunk j, lane l holds ints [4l, 4l + 4) as one uint4, so every
-// load and store instruction of a warp covers 512 contiguous bytes (coalesced, 16 B/thread).
-// Scanning a chunk: each lane scans its 4 ints in registers, a warp shuffle scan of the 32
-// lane totals gives each lane what precedes it, and the chunk total carries to the next.
+// Tiles for v3-v6: a block of WARPS warps scans a tile of WARPS x CH x 128 ints. Each warp
+// owns CH x 128 consecutive ints as CH chunks of 128; in chunk j, lane l holds ints
+// [4l, 4l + 4) as one uint4, so every load and store instruction of a warp covers 512
+// contiguous bytes (coalesced, 16 B per thread). Scanning a chunk: each lane scans its 4 ints
+// in registers, a warp shuffle scan of the 32 lane totals gives each lane what precedes it,
+// and the chunk total carries to the next chunk. v3 and v4: 8 warps x 8 chunks = 8192 ints.
+// STREAM: loads and stores with the evict-first (streaming) hint, or plain ones.
 // ---------------------------------------------------------------------------------------
 #define T_THREADS 256
 #define T_WARPS (T_THREADS / 32)
-#define CHUNKS 8  // with 4 (4096-int tiles) v4 reached 65% of the copy ceiling on an H200; 8 halves the look-backs per byte
-#define WARP_ELEMS (CHUNKS * 128)
-#define TILE (T_WARPS * WARP_ELEMS)  // 8192
+#define CHUNKS 8
+#define TILE (T_WARPS * CHUNKS * 128)  // 8192
 
+template <int WARPS, int CH, bool STREAM>
 __device__ __forceinline__ void load_tile(const unsigned* __restrict__ x, long long tile_base,
-                                          long long n, uint4 (&v)[CHUNKS]) {
+                                          long long n, uint4 (&v)[CH]) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
-    for (int j = 0; j < CHUNKS; ++j) {
-        const long long e = tile_base + warp * WARP_ELEMS + j * 128 + lane * 4;
+    for (int j = 0; j < CH; ++j) {
+        const long long e = tile_base + warp * (CH * 128) + j * 128 + lane * 4;
         if (e + 3 < n) {
-            v[j] = __ldcs(reinterpret_cast<const uint4*>(x + e));  // 16-byte aligned: e % 4 == 0
+            const uint4* p = reinterpret_cast<const uint4*>(x + e);  // 16-byte aligned: e % 4 == 0
+            if constexpr (STREAM) v[j] = __ldcs(p);
+            else v[j] = *p;
         } else {
             v[j].x = e < n ? x[e] : 0u;
             v[j].y = e + 1 < n ? x[e + 1] : 0u;
@@ -184,15 +200,18 @@ __device__ __forceinline__ void load_tile(const unsigned* __restrict__ x, long l
     }
 }
 
+template <int WARPS, int CH, bool STREAM>
 __device__ __forceinline__ void store_tile(unsigned* __restrict__ y, long long tile_base,
-                                           long long n, const uint4 (&v)[CHUNKS], unsigned add) {
+                                           long long n, const uint4 (&v)[CH], unsigned add) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
-    for (int j = 0; j < CHUNKS; ++j) {
-        const long long e = tile_base + warp * WARP_ELEMS + j * 128 + lane * 4;
+    for (int j = 0; j < CH; ++j) {
+        const long long e = tile_base + warp * (CH * 128) + j * 128 + lane * 4;
         const uint4 o = make_uint4(v[j].x + add, v[j].y + add, v[j].z + add, v[j].w + add);
         if (e + 3 < n) {
-            __stcs(reinterpret_cast<uint4*>(y + e), o);  // streaming: y is not read back
+            uint4* p = reinterpret_cast<uint4*>(y + e);
+            if constexpr (STREAM) __stcs(p, o);  // streaming: y is not read back
+            else *p = o;
         } else {
             if (e < n) y[e] = o.x;
             if (e + 1 < n) y[e + 1] = o.y;
@@ -204,13 +223,14 @@ __device__ __forceinline__ void store_tile(unsigned* __restrict__ y, long long t
 // Scan a tile held in registers, in place, relative to the start of the tile. On return
 // v holds the inclusive (or exclusive) scan minus what precedes the thread's warp,
 // *warp_offset what precedes the warp inside the tile, and the tile's total is returned.
-// warp_tot: T_WARPS words of shared memory, not touched again until the next barrier.
-__device__ __forceinline__ unsigned scan_tile(uint4 (&v)[CHUNKS], bool exclusive,
-                                              unsigned* warp_tot, unsigned* warp_offset) {
+// warp_tot: WARPS words of shared memory, not written again until after the next barrier.
+template <int WARPS, int CH>
+__device__ __forceinline__ unsigned scan_tile(uint4 (&v)[CH], bool exclusive, unsigned* warp_tot,
+                                              unsigned* warp_offset) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     unsigned running = 0;  // sum of the warp's earlier chunks
 #pragma unroll
-    for (int j = 0; j < CHUNKS; ++j) {
+    for (int j = 0; j < CH; ++j) {
         const unsigned a = v[j].x, b = a + v[j].y, c = b + v[j].z, d = c + v[j].w;
         const unsigned incl = warp_inclusive_scan(d);
         const unsigned before = running + incl - d;  // this warp's ints before my four
@@ -222,7 +242,7 @@ __device__ __forceinline__ unsigned scan_tile(uint4 (&v)[CHUNKS], bool exclusive
     __syncthreads();
     unsigned off = 0, total = 0;
 #pragma unroll
-    for (int w = 0; w < T_WARPS; ++w) {
+    for (int w = 0; w < WARPS; ++w) {
         const unsigned t = warp_tot[w];
         off += w < warp ? t : 0u;
         total += t;
@@ -245,7 +265,7 @@ scan_v3_reduce(const unsigned* __restrict__ x, unsigned* __restrict__ seg_sums, 
     unsigned s = 0;
     for (long long t = t0; t < t1; ++t) {
         uint4 v[CHUNKS];
-        load_tile(x, t * TILE, n, v);
+        load_tile<T_WARPS, CHUNKS, true>(x, t * TILE, n, v);
 #pragma unroll
         for (int j = 0; j < CHUNKS; ++j) s += (v[j].x + v[j].y) + (v[j].z + v[j].w);
     }
@@ -286,10 +306,10 @@ scan_v3_downsweep(const unsigned* __restrict__ x, unsigned* __restrict__ y,
     unsigned carry = seg_offsets[blockIdx.x];
     for (long long t = t0; t < t1; ++t) {
         uint4 v[CHUNKS];
-        load_tile(x, t * TILE, n, v);
+        load_tile<T_WARPS, CHUNKS, true>(x, t * TILE, n, v);
         unsigned warp_offset;
-        const unsigned total = scan_tile(v, exclusive != 0, warp_tot[t & 1], &warp_offset);
-        store_tile(y, t * TILE, n, v, carry + warp_offset);
+        const unsigned total = scan_tile<T_WARPS, CHUNKS>(v, exclusive != 0, warp_tot[t & 1], &warp_offset);
+        store_tile<T_WARPS, CHUNKS, true>(y, t * TILE, n, v, carry + warp_offset);
         carry += total;
     }
 }
@@ -362,9 +382,9 @@ scan_v4(const unsigned* __restrict__ x, unsigned* __restrict__ y,
     const long long tile = s_tile;
 
     uint4 v[CHUNKS];
-    load_tile(x, tile * TILE, n, v);
+    load_tile<T_WARPS, CHUNKS, true>(x, tile * TILE, n, v);
     unsigned warp_offset;
-    const unsigned total = scan_tile(v, exclusive != 0, warp_tot, &warp_offset);
+    const unsigned total = scan_tile<T_WARPS, CHUNKS>(v, exclusive != 0, warp_tot, &warp_offset);
 
     if (threadIdx.x < 32) {
         unsigned prefix = 0;
@@ -378,5 +398,262 @@ scan_v4(const unsigned* __restrict__ x, unsigned* __restrict__ y,
         if (threadIdx.x == 0) s_prefix = prefix;
     }
     __syncthreads();
-    store_tile(y, tile * TILE, n, v, s_prefix + warp_offset);
+    store_tile<T_WARPS, CHUNKS, true>(y, tile * TILE, n, v, s_prefix + warp_offset);
+}
+
+// ---------------------------------------------------------------------------------------
+// v5 and v6: status words that need no reset, and a look-back by the whole block.
+//
+// A status word is (epoch << 34) | (flag << 32) | value: the high half carries the launch's
+// number (the driver counts launches, 1 .. 2^30 - 1) beside the flag, so a word written by
+// an earlier launch reads as X and the status words are never cleared (no memset launch).
+// The tile counter is reset the same way without a launch: launch e takes tickets from
+// counters[e & 1], and one thread of it zeroes counters[(e + 1) & 1] for launch e + 1 (the
+// launch before e used that counter and has finished: launches on one stream run in order).
+// Flag and value still travel in one 64-bit store and one 64-bit load (st/ld.relaxed.gpu,
+// above), so a reader that sees a flag sees its value.
+// ---------------------------------------------------------------------------------------
+#define LB_X 0u
+#define LB_A 1u
+#define LB_P 2u
+// A look-back that has seen an unpublished predecessor this many times in a row is waiting
+// for a tile that will never come: a bug. Trap (an error the host sees) instead of hanging.
+#define LB_SPIN_LIMIT (1u << 22)
+
+__device__ __forceinline__ unsigned long long lb_pack(unsigned epoch, unsigned flag, unsigned value) {
+    return ((unsigned long long)((epoch << 2) | flag) << 32) | value;
+}
+
+__device__ __forceinline__ unsigned lb_flag(unsigned long long st, unsigned epoch) {
+    const unsigned hi = (unsigned)(st >> 32);
+    return (hi >> 2) == epoch ? (hi & 3u) : LB_X;  // another launch's word: nothing yet
+}
+
+// The exclusive prefix of tile `tile` (> 0), in every thread of the block; call it from all
+// of them. Warp w reads the status words of tiles newest - 32w - lane (newest = tile - 1 in
+// the first round), so one round trip to L2 sees WARPS * 32 predecessors. A warp waits until
+// none of its 32 is X; then it sums the values of its lanes up to and including its nearest
+// P (all 32 if it has none). The nearest warp with a P ends the walk: the prefix is the sum
+// of that warp's part and every nearer warp's 32 aggregates. Without a P anywhere, all the
+// aggregates are added and the next round starts WARPS * 32 tiles further back.
+// lb_sum, lb_found: WARPS words of shared memory each.
+template <int WARPS>
+__device__ __forceinline__ unsigned block_look_back(const unsigned long long* status, long long tile,
+                                                    unsigned epoch, unsigned retry_ns,
+                                                    unsigned* lb_sum, int* lb_found) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    unsigned prefix = 0;
+    long long newest = tile - 1;
+    for (;;) {
+        const long long idx = newest - 32 * warp - lane;
+        unsigned flag, value;
+        for (unsigned spins = 0;; ++spins) {
+            if (idx >= 0) {
+                const unsigned long long st = load_status(status + idx);
+                flag = lb_flag(st, epoch);
+                value = (unsigned)st;
+            } else {  // before tile 0: an inclusive prefix of nothing
+                flag = LB_P;
+                value = 0u;
+            }
+            if (!__any_sync(0xffffffffu, flag == LB_X)) break;
+            if (spins == LB_SPIN_LIMIT) __trap();
+            if (retry_ns) __nanosleep(retry_ns);
+        }
+        const unsigned p_lanes = __ballot_sync(0xffffffffu, flag == LB_P);
+        if (p_lanes && lane > __ffs(p_lanes) - 1) value = 0u;  // inside the nearest P's prefix
+        value = warp_sum(value);
+        if (lane == 0) {
+            lb_sum[warp] = value;
+            lb_found[warp] = p_lanes != 0u;
+        }
+        __syncthreads();
+        bool found = false;
+#pragma unroll
+        for (int w = 0; w < WARPS; ++w) {
+            if (!found) {
+                prefix += lb_sum[w];
+                found = lb_found[w] != 0;
+            }
+        }
+        __syncthreads();  // lb_* are rewritten by the next round (or the next tile's walk)
+        if (found) return prefix;
+        newest -= 32 * WARPS;
+    }
+}
+
+// Publish (A, total), find the exclusive prefix, publish (P, prefix + total); every thread
+// gets the prefix. Tile 0 publishes P at once.
+template <int WARPS>
+__device__ __forceinline__ unsigned publish_and_look_back(unsigned long long* status, unsigned tile,
+                                                          unsigned total, unsigned epoch,
+                                                          unsigned first_ns, unsigned retry_ns,
+                                                          unsigned* lb_sum, int* lb_found) {
+    if (tile == 0) {
+        if (threadIdx.x == 0) store_status(status, lb_pack(epoch, LB_P, total));
+        return 0u;
+    }
+    if (threadIdx.x == 0) store_status(status + tile, lb_pack(epoch, LB_A, total));
+    if (first_ns) __nanosleep(first_ns);  // give the predecessors time to publish
+    const unsigned prefix = block_look_back<WARPS>(status, tile, epoch, retry_ns, lb_sum, lb_found);
+    if (threadIdx.x == 0) store_status(status + tile, lb_pack(epoch, LB_P, prefix + total));
+    return prefix;
+}
+
+// ---------------------------------------------------------------------------------------
+// v5: one tile per block, as v4, in lighter blocks: more tiles in flight per SM, and each
+// block's wait on its look-back hidden by the other blocks of its SM.
+// Launch: grid = number of tiles, WARPS * 32 threads.
+// ---------------------------------------------------------------------------------------
+template <int WARPS, int CH, bool STREAM>
+__device__ __forceinline__ void scan_v5_body(const unsigned* __restrict__ x, unsigned* __restrict__ y,
+                                             unsigned long long* __restrict__ status,
+                                             unsigned* __restrict__ counters, long long n,
+                                             int exclusive, unsigned epoch, unsigned first_ns,
+                                             unsigned retry_ns) {
+    constexpr int TILE_N = WARPS * CH * 128;
+    __shared__ unsigned s_tile;
+    __shared__ unsigned warp_tot[WARPS], lb_sum[WARPS];
+    __shared__ int lb_found[WARPS];
+    if (threadIdx.x == 0) {
+        s_tile = atomicAdd(counters + (epoch & 1u), 1u);  // tiles in the order blocks start
+        if (blockIdx.x == 0) counters[(epoch & 1u) ^ 1u] = 0u;  // the next launch's counter
+    }
+    __syncthreads();
+    const unsigned tile = s_tile;
+    if ((long long)tile * TILE_N >= n) return;  // never, unless the counter was not reset
+    uint4 v[CH];
+    load_tile<WARPS, CH, STREAM>(x, (long long)tile * TILE_N, n, v);
+    unsigned warp_offset;
+    const unsigned total = scan_tile<WARPS, CH>(v, exclusive != 0, warp_tot, &warp_offset);
+    const unsigned prefix = publish_and_look_back<WARPS>(status, tile, total, epoch, first_ns,
+                                                         retry_ns, lb_sum, lb_found);
+    store_tile<WARPS, CH, STREAM>(y, (long long)tile * TILE_N, n, v, prefix + warp_offset);
+}
+
+// ---------------------------------------------------------------------------------------
+// v6: persistent blocks with a cp.async pipeline. Each block keeps STAGES tiles of x in
+// flight into shared memory: while it scans tile k and waits for tile k's look-back, tiles
+// k + 1 .. k + STAGES - 1 are already on their way, and tile k + STAGES is requested as soon
+// as tile k has left its slot. Each thread copies (cp.async, 16 bytes) exactly the uint4s it
+// will read back, so a thread waits only for its own copies (cp.async.wait_group) and no
+// barrier guards the slots. Tiles still come from the ticket counter, one ticket per tile,
+// taken STAGES tiles ahead by one thread (lane 0 of the last warp; warp 0 is the one busy in
+// the look-back's first round); a block takes its tiles in increasing order, so the same
+// argument as v4's rules out a deadlock. Launch: grid <= one wave of resident blocks,
+// WARPS * 32 threads, STAGES * TILE_N * 4 bytes of dynamic shared memory.
+// ---------------------------------------------------------------------------------------
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, unsigned src_bytes) {
+    // copies src_bytes (0..16) and fills the rest of the 16 bytes with zeros
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s),
+                 "l"(__cvta_generic_to_global(gmem)), "r"(src_bytes) : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+
+template <int PENDING>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(PENDING) : "memory");
+}
+
+// This thread's uint4s of tile `tile` into its places of a slot (own = its first uint4 in
+// the slot; chunk j is 32 uint4 further per j, the layout of load_tile). Past the end of x
+// the copies are zero-filled; a tile >= tiles copies nothing.
+template <int WARPS, int CH>
+__device__ __forceinline__ void prefetch_tile(uint4* own, const unsigned* __restrict__ x,
+                                              unsigned tile, unsigned tiles, long long n) {
+    if (tile >= tiles) return;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const long long base = (long long)tile * (WARPS * CH * 128) + warp * (CH * 128) + lane * 4;
+#pragma unroll
+    for (int j = 0; j < CH; ++j) {
+        const long long e = base + j * 128;
+        const long long left = n - e;  // ints of x from e on
+        const unsigned bytes = left >= 4 ? 16u : left > 0 ? (unsigned)left * 4u : 0u;
+        cp_async16(own + 32 * j, bytes ? x + e : x, bytes);
+    }
+}
+
+template <int WARPS, int CH, int STAGES, bool STREAM>
+__device__ __forceinline__ void scan_v6_body(const unsigned* __restrict__ x, unsigned* __restrict__ y,
+                                             unsigned long long* __restrict__ status,
+                                             unsigned* __restrict__ counters, long long n,
+                                             int exclusive, unsigned epoch, unsigned first_ns,
+                                             unsigned retry_ns) {
+    static_assert(STAGES >= 2, "a slot is refilled only after the next iteration's barrier");
+    constexpr int TILE_N = WARPS * CH * 128, TILE_VEC = TILE_N / 4;  // ints, uint4 per tile
+    extern __shared__ uint4 slots[];                                // STAGES x TILE_VEC
+    __shared__ unsigned s_tile[STAGES], s_next[2], warp_tot[2][WARPS], lb_sum[WARPS];
+    __shared__ int lb_found[WARPS];
+    const unsigned tiles = (unsigned)((n + TILE_N - 1) / TILE_N);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int own = warp * (CH * 32) + lane;  // this thread's first uint4 in a slot
+    const bool ticketer = threadIdx.x == (WARPS - 1) * 32;
+    unsigned* counter = counters + (epoch & 1u);
+    if (blockIdx.x == 0 && threadIdx.x == 0) counters[(epoch & 1u) ^ 1u] = 0u;  // next launch's
+
+    unsigned pending = 0;  // ticketer: the ticket for the next refill, requested ahead
+    if (ticketer) {
+#pragma unroll
+        for (int s = 0; s < STAGES; ++s) s_tile[s] = atomicAdd(counter, 1u);
+        pending = atomicAdd(counter, 1u);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int s = 0; s < STAGES; ++s) {
+        prefetch_tile<WARPS, CH>(slots + s * TILE_VEC + own, x, s_tile[s], tiles, n);
+        cp_async_commit();
+    }
+    // Iteration k scans the tile of slot k % STAGES. Committed copy groups: STAGES + k, one
+    // per tile requested, in order; at most STAGES - 1 of them may still be in flight, so
+    // tile k's group has landed. A block's tickets increase, so the first one past the end
+    // ends the loop (the groups still open then are empty).
+    int slot = 0;
+    for (unsigned k = 0;; ++k) {
+        const unsigned tile = s_tile[slot];  // written >= 1 barrier ago, rewritten below
+        if (tile >= tiles) break;
+        cp_async_wait<STAGES - 1>();
+        uint4 v[CH];
+#pragma unroll
+        for (int j = 0; j < CH; ++j) v[j] = slots[slot * TILE_VEC + own + 32 * j];
+        if (ticketer) {
+            s_next[k & 1] = pending;  // read by all after scan_tile's barrier
+            if (pending < tiles) pending = atomicAdd(counter, 1u);
+        }
+        unsigned warp_offset;
+        const unsigned total = scan_tile<WARPS, CH>(v, exclusive != 0, warp_tot[k & 1], &warp_offset);
+        const unsigned next = s_next[k & 1];
+        const unsigned prefix = publish_and_look_back<WARPS>(status, tile, total, epoch, first_ns,
+                                                             retry_ns, lb_sum, lb_found);
+        store_tile<WARPS, CH, STREAM>(y, (long long)tile * TILE_N, n, v, prefix + warp_offset);
+        // The slot's data is in registers (and used): refill it with the tile STAGES ahead.
+        if (ticketer) s_tile[slot] = next;  // every thread read the old value before the barrier
+        prefetch_tile<WARPS, CH>(slots + slot * TILE_VEC + own, x, next, tiles, n);
+        cp_async_commit();
+        slot = slot + 1 == STAGES ? 0 : slot + 1;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The shipped shapes (driver.py's V5 and V6 repeat them; a test checks that they agree).
+// .notes/day17_scan_sweep.py instantiates the same bodies with other shapes.
+// ---------------------------------------------------------------------------------------
+#define V5_WARPS 4
+#define V5_CHUNKS 6
+#define V6_WARPS 8
+#define V6_CHUNKS 4
+#define V6_STAGES 3
+
+#define SCAN_LB_ARGS const unsigned* __restrict__ x, unsigned* __restrict__ y,                 \
+    unsigned long long* __restrict__ status, unsigned* __restrict__ counters, long long n,   \
+    int exclusive, unsigned epoch, unsigned first_ns, unsigned retry_ns
+#define SCAN_LB_PASS x, y, status, counters, n, exclusive, epoch, first_ns, retry_ns
+
+extern "C" __global__ void __launch_bounds__(V5_WARPS * 32) scan_v5(SCAN_LB_ARGS) {
+    scan_v5_body<V5_WARPS, V5_CHUNKS, false>(SCAN_LB_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(V6_WARPS * 32) scan_v6(SCAN_LB_ARGS) {
+    scan_v6_body<V6_WARPS, V6_CHUNKS, V6_STAGES, false>(SCAN_LB_PASS);
 }
