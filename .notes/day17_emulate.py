@@ -1,18 +1,19 @@
 #!/usr/bin/env python3
-"""Run day 17's v5 and v6 (every shape .notes/day17_scan_sweep.py tries) and v4 on a CPU, with
-the host emulator in .notes/day17_emu.h, against an exact int64 prefix sum. No GPU needed.
+"""Run day 17's v5 (every shape .notes/day17_scan_sweep.py tries) and v4 on a CPU, with the host
+emulator in .notes/day17_emu.h, against an exact int64 prefix sum. No GPU needed.
 
-    python3 .notes/day17_emulate.py            # every shape, every length (a few minutes)
-    python3 .notes/day17_emulate.py --quick    # the shipped v5 and v6 only
+    python3 .notes/day17_emulate.py            # every shape, every length
+    python3 .notes/day17_emulate.py --quick    # the shipped v5 only
 
 kernel.cu is compiled by g++ as host C++ (C++20, -O1, with -fsanitize=undefined): the inline
-PTX of load_status / store_status / cp.async is swapped for the emulator's versions, nothing
-else changes. Several blocks run at once (each a process, threads as CUDA threads), tickets
-interleave, P words become visible late, cp.async copies land early or late, and global
-arrays sit between inaccessible pages. Each run scans a few times on one status buffer with
-growing launch numbers (epochs), alternating inclusive and exclusive, as the driver does.
-This checks the index arithmetic, the bookkeeping and the look-back; not speed, not the GPU's
-memory model.
+PTX of load_status / store_status is swapped for the emulator's versions, nothing else
+changes. Several blocks run at once (each a process, threads as CUDA threads), tickets
+interleave, P words become visible late, and global arrays sit between inaccessible pages.
+Each run scans a few times on one status buffer with growing launch numbers (epochs),
+alternating inclusive and exclusive, as the driver does, with the candidate's look-back sleeps
+(a yield in the emulator). This checks the index arithmetic, the bookkeeping and the
+look-back; not speed, not the GPU's memory model. (day17_emu.h still has cp.async stand-ins,
+used by v6 until v6 was removed from the day after the 2026-11-23 sweep.)
 """
 import argparse
 import importlib.util
@@ -54,13 +55,6 @@ def host_source(cands, kernel=KERNEL) -> str:
     src = replace_body(src, "__device__ __forceinline__ unsigned long long load_status(",
                        "return emu_load_status(p);")
     src = replace_body(src, "__device__ __forceinline__ void store_status(", "emu_store_status(p, v);")
-    src = replace_body(src, "__device__ __forceinline__ void cp_async16(",
-                       "emu_cp_async16(smem, gmem, src_bytes);")
-    src = replace_body(src, "__device__ __forceinline__ void cp_async_commit(", "emu_cp_async_commit();")
-    src = replace_body(src, "__device__ __forceinline__ void cp_async_wait(", "emu_cp_async_wait(PENDING);")
-    src, k = re.subn(r"extern __shared__ (\w+) (\w+)\[\];",
-                     r"\1* \2 = reinterpret_cast<\1*>(emu_dyn_smem);", src)
-    assert k == 1, "one dynamic shared array expected (v6's slots)"
     if re.search(r"\basm\b", src):
         sys.exit("kernel.cu has inline PTX the emulator does not replace: " +
                  ", ".join(sorted(set(re.findall(r"(\w+)\([^)]*\)\s*\{[^{}]*\basm\b", src)))))
@@ -70,7 +64,8 @@ def host_source(cands, kernel=KERNEL) -> str:
             extra.append(c.source())
         if c.kernel not in seen:
             seen.add(c.kernel)
-            table.append(f'    {{"{c.kernel}", {c.kernel}, {c.warps}, {c.chunks}, {c.stages}}},')
+            table.append(f'    {{"{c.kernel}", {c.kernel}, {c.warps}, {c.chunks}, {c.first_ns}u, '
+                         f'{c.retry_ns}u}},')
     main = MAIN.replace("@TABLE@", "\n".join(table))
     return '#include "day17_emu.h"\n' + src + "\n" + "".join(extra) + main
 
@@ -79,7 +74,7 @@ MAIN = r'''
 #include <string>
 typedef void (*LbKernel)(const unsigned*, unsigned*, unsigned long long*, unsigned*, long long,
                          int, unsigned, unsigned, unsigned);
-struct Shape { const char* name; LbKernel fn; int warps, chunks, stages; };
+struct Shape { const char* name; LbKernel fn; int warps, chunks; unsigned first_ns, retry_ns; };
 static const Shape SHAPES[] = {
 @TABLE@
 };
@@ -116,9 +111,9 @@ int main(int argc, char** argv) {
             const long long tiles = (n + tile - 1) / tile;
             static unsigned long long* buf = nullptr;  // one status buffer for every launch
             if (!buf) buf = emu_global<unsigned long long>(tiles + 1);
-            const unsigned grid = sh->stages ? (unsigned)std::min<long long>(tiles, together) : (unsigned)tiles;
-            ok = emu_launch(sh->fn, grid, 32 * sh->warps, together, seed + l, (const unsigned*)x, y,
-                            buf + 1, (unsigned*)buf, n, excl, (unsigned)(l + 1), 0u, 0u);
+            ok = emu_launch(sh->fn, (unsigned)tiles, 32 * sh->warps, together, seed + l, (const unsigned*)x,
+                            y, buf + 1, (unsigned*)buf, n, excl, (unsigned)(l + 1), sh->first_ns,
+                            sh->retry_ns);
         }
         if (!ok) { std::printf("FAIL %s n=%lld launch %d: a block died\n", which.c_str(), n, l); return 1; }
         for (long long i = 0; i < n; ++i) {
@@ -138,13 +133,13 @@ int main(int argc, char** argv) {
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="the shipped v5 and v6 only")
+    ap.add_argument("--quick", action="store_true", help="the shipped v5 only")
     ap.add_argument("--kernel", default=str(KERNEL), help="another kernel.cu (to try a change)")
     args = ap.parse_args()
     sweep = load_sweep()
     cands = sweep.candidates()
     if args.quick:
-        cands = [c for c in cands if c.kernel in ("scan_v5", "scan_v6")][:2]
+        cands = [c for c in cands if c.kernel == "scan_v5"][:1]
     tmp = Path(tempfile.mkdtemp(prefix="day17_emu_"))
     (tmp / "emu.cpp").write_text(host_source(cands, args.kernel))
     exe = tmp / "emu"
@@ -162,9 +157,8 @@ def main():
     for name, c in shapes.items():
         t = c.tile
         lengths = [1, 31, t - 1, t + 1, 3 * t + 5] + ([] if args.quick else [9 * t + 3])
-        together = 3 if c.stages else 4
-        runs += [(name, n, together, 6) for n in sorted(set(lengths))]
-        runs.append((name, 5 * t + 2, together, 0))  # P words visible at once
+        runs += [(name, n, 4, 6) for n in sorted(set(lengths))]
+        runs.append((name, 5 * t + 2, 4, 0))  # P words visible at once
     bad = 0
     t0 = time.perf_counter()
     for name, n, together, delay in runs:

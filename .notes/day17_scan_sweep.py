@@ -1,12 +1,18 @@
 """Day 17: which single-pass look-back scan is fastest on this GPU, beside torch.cumsum and CUB.
 
+Archive note: the run of 2026-11-23 (NVIDIA H200; table in .notes/day17_scan.md) also timed
+v6 (persistent blocks, cp.async stages), with "v5 shipped" at sleeps 0/0. v6 was removed from
+the day after that run (5.5x slower than v4), and with it its candidates here; "v5 shipped" now
+runs the driver's LB_FIRST_NS / LB_RETRY_NS (1200/600 since that run) and the sleep rows
+include 0/0.
+
     python .notes/day17_scan_sweep.py                  # from the repo root, on the GPU machine
     python .notes/day17_scan_sweep.py --unsafe-order   # also v5 with tile = blockIdx.x (no ticket)
 
 What it does, in order (it stops with a non-zero exit and says why at the first wrong answer):
- 1. Builds days/day17_prefix_sum/kernel.cu plus instantiations of its v5 and v6 templates in
-    other shapes (warps per block, chunks of 128 ints per warp, pipeline stages for v6, plain or
-    streaming (evict-first) loads and stores); the look-back sleeps are kernel arguments.
+ 1. Builds days/day17_prefix_sum/kernel.cu plus instantiations of its v5 template in other
+    shapes (warps per block, chunks of 128 ints per warp, plain or streaming (evict-first)
+    loads and stores); the look-back sleeps are kernel arguments.
  2. Checks every candidate, inclusive AND exclusive, against numpy's exact int64 cumsum (wrapped
     to int32, full-range int32 inputs, so the sums wrap many times) at n = 1, 31, 4097, the tile
     -1 / +1, 3 tiles + 5, 2^20+3, then at 2^28 and 2^28+3 (compared on the GPU through torch).
@@ -20,8 +26,8 @@ What it does, in order (it stops with a non-zero exit and says why at the first 
     CUB's DeviceScanKernel; the [] row shows that the check can tell the difference.
  5. Prints one table: ms at both sizes, GB/s and % of common.timing.copy_bandwidth_gbps() at
     2^28+3, and the speed-up over CUB's kernel.
-A few seconds of GPU time on an H200 (the checks, 30-odd candidates and 5 library calls at two
-sizes); the wall time is mostly the numpy reference, the uploads and nvcc. Before a GPU run,
+A few seconds of GPU time on an H200 (the checks, about 20 candidates and 5 library calls at
+two sizes); the wall time is mostly the numpy reference, the uploads and nvcc. Before a GPU run,
 `python3 .notes/day17_emulate.py` runs the same shapes on a CPU emulator.
 """
 import argparse
@@ -48,12 +54,11 @@ TICKET = "s_tile = atomicAdd(counters + (epoch & 1u), 1u);"  # v5's ticket, for 
 class Cand:
     """One configuration: a kernel (a template instantiation) and the look-back sleeps."""
 
-    def __init__(self, name, family, warps, chunks, stages=0, stream=False, first_ns=0,
-                 retry_ns=0, kernel=None, note=""):
+    def __init__(self, name, family, warps, chunks, stream=False, first_ns=D.LB_FIRST_NS,
+                 retry_ns=D.LB_RETRY_NS, kernel=None, note=""):
         self.name, self.family, self.warps, self.chunks = name, family, warps, chunks
-        self.stages, self.stream, self.first_ns, self.retry_ns = stages, stream, first_ns, retry_ns
-        self.kernel = kernel or (f"x_{family}_w{warps}_c{chunks}" + (f"_s{stages}" if stages else "")
-                                 + ("_cs" if stream else ""))
+        self.stream, self.first_ns, self.retry_ns = stream, first_ns, retry_ns
+        self.kernel = kernel or f"x_{family}_w{warps}_c{chunks}" + ("_cs" if stream else "")
         self.note = note
         self.fn = None
         self.ms = {}
@@ -64,40 +69,31 @@ class Cand:
         return D.tile_of(self.warps, self.chunks)
 
     def source(self):
-        s = "true" if self.stream else "false"
-        targs = (f"{self.warps}, {self.chunks}, {s}" if self.family == "v5"
-                 else f"{self.warps}, {self.chunks}, {self.stages}, {s}")
+        targs = f"{self.warps}, {self.chunks}, {'true' if self.stream else 'false'}"
         return (f'extern "C" __global__ void __launch_bounds__({32 * self.warps}) '
                 f"{self.kernel}(SCAN_LB_ARGS) {{ scan_{self.family}_body<{targs}>(SCAN_LB_PASS); }}\n")
 
     def launch(self, d):
-        D.launch_lookback(d, self.fn, self.warps, self.chunks, self.stages,
-                          first_ns=self.first_ns, retry_ns=self.retry_ns)
+        D.launch_lookback(d, self.fn, self.warps, self.chunks, first_ns=self.first_ns,
+                          retry_ns=self.retry_ns)
 
 
 def candidates():
-    v5, v6 = D.V5, D.V6
-    out = [Cand("v5 shipped", "v5", v5["warps"], v5["chunks"], kernel="scan_v5"),
-           Cand("v6 shipped", "v6", v6["warps"], v6["chunks"], v6["stages"], kernel="scan_v6")]
+    v5, shipped = D.V5, (D.LB_FIRST_NS, D.LB_RETRY_NS)
+    out = [Cand("v5 shipped", "v5", v5["warps"], v5["chunks"], kernel="scan_v5",
+                note="ns before/between reads: %d/%d" % shipped)]
     # v5: one tile per block; the tile is warps x chunks x 128 ints
     for w, c in [(2, 8), (4, 4), (4, 8), (8, 3), (8, 4), (8, 6), (8, 8), (16, 2), (16, 4)]:
         out.append(Cand(f"v5 {32 * w}x{4 * c}", "v5", w, c))
     out.append(Cand(f"v5 {32 * v5['warps']}x{4 * v5['chunks']} cs", "v5", v5["warps"], v5["chunks"],
                     stream=True, note="__ldcs/__stcs"))
     out.append(Cand("v5 256x16 cs", "v5", 8, 4, stream=True, note="__ldcs/__stcs"))
-    for first, retry in [(0, 128), (0, 512), (600, 0), (1200, 600)]:
-        out.append(Cand(f"v5 shipped sleep {first}/{retry}", "v5", v5["warps"], v5["chunks"],
-                        kernel="scan_v5", first_ns=first, retry_ns=retry, note="ns before/between reads"))
-    # v6: persistent; stages tiles of x in shared memory per block
-    for w, c, s in [(8, 4, 2), (8, 4, 4), (8, 8, 2), (8, 8, 3), (4, 8, 3), (4, 4, 4), (4, 6, 4),
-                    (16, 4, 2), (16, 2, 4), (8, 2, 6)]:
-        out.append(Cand(f"v6 {32 * w}x{4 * c} s{s}", "v6", w, c, s))
-    out.append(Cand(f"v6 {32 * v6['warps']}x{4 * v6['chunks']} s{v6['stages']} cs", "v6", v6["warps"],
-                    v6["chunks"], v6["stages"], stream=True, note="__stcs stores"))
-    for first, retry in [(0, 128), (0, 512)]:
-        out.append(Cand(f"v6 shipped sleep {first}/{retry}", "v6", v6["warps"], v6["chunks"],
-                        v6["stages"], kernel="scan_v6", first_ns=first, retry_ns=retry,
-                        note="ns before/between reads"))
+    for first, retry in [(0, 0), (0, 128), (0, 512), (600, 0), (1200, 600)]:
+        if (first, retry) != shipped:
+            out.append(Cand(f"v5 shipped sleep {first}/{retry}", "v5", v5["warps"], v5["chunks"],
+                            kernel="scan_v5", first_ns=first, retry_ns=retry,
+                            note="ns before/between reads"))
+    # (v6, persistent blocks with cp.async stages, was removed from the day after 2026-11-23)
     return out
 
 
@@ -220,8 +216,7 @@ def main():
     cands = candidates()
     build(cands, KERNEL.read_text(), "main")
     for c in cands:
-        smem = c.stages * c.tile * 4
-        c.bps = blocks_per_sm(c.fn, 32 * c.warps, smem)
+        c.bps = blocks_per_sm(c.fn, 32 * c.warps)
 
     # 1. correctness at small and ragged lengths (a broken candidate shows here, not at 1 GB)
     rng = np.random.default_rng(17)
@@ -300,20 +295,19 @@ def main():
     for c in rows:
         ms = c.ms[n]
         table.append([c.name, c.tile, 32 * c.warps, c.fn.num_regs if c.fn else "", c.bps or "",
-                      f"{c.stages * c.tile * 4 // 1024}" if c.stages else "",
                       f"{c.ms[BIG[0]]:.4f}", f"{ms:.4f}", f"{8 * n / ms / 1e6:.0f}",
                       f"{100 * 8 * n / ms / 1e6 / copy_bw:.1f}", f"{cub_ms[n] / ms:.3f}x",
                       c.note])
     for name, lib in libs.items():
         ms = lib["ms"][n]
         tag = {True: "", False: " (CUB NOT SEEN)", None: " (unverified)"}.get(verified.get(name), "")
-        table.append([name + tag, "", "", "", "", "", f"{lib['ms'][BIG[0]]:.4f}", f"{ms:.4f}",
+        table.append([name + tag, "", "", "", "", f"{lib['ms'][BIG[0]]:.4f}", f"{ms:.4f}",
                       f"{8 * n / ms / 1e6:.0f}", f"{100 * 8 * n / ms / 1e6 / copy_bw:.1f}",
                       f"{cub_ms[n] / ms:.3f}x", "library"])
     from tabulate import tabulate
 
     print(f"\n8n bytes per scan; % of the {copy_bw:.0f} GB/s copy ceiling and vs CUB at n = {n}")
-    print(tabulate(table, ["candidate", "tile", "thr", "regs", "blk/SM", "smem KB",
+    print(tabulate(table, ["candidate", "tile", "thr", "regs", "blk/SM",
                            f"ms {BIG[0]}", f"ms {n}", "GB/s", "% copy", "vs CUB", "note"]))
     best = min(rows, key=lambda c: c.ms[n])
     print(f"\nfastest: {best.name} ({best.ms[n]:.4f} ms at {n}: "

@@ -1,4 +1,4 @@
-"""Day 17 driver: prefix sums of int32, six versions, inclusive or exclusive.
+"""Day 17 driver: prefix sums of int32, five versions, inclusive or exclusive.
 
     from days.day17_prefix_sum.driver import prefix_sum
     y = prefix_sum(x, exclusive=False)     # numpy in, int32 out; version=BEST by default
@@ -10,7 +10,7 @@ import numpy as np
 from common import args as A
 from common import harness as H
 from common.baselines import as_torch, cupy_or_none, torch_or_none
-from common.gpu import blocks_per_sm, device_info, driver, opt_in_smem
+from common.gpu import blocks_per_sm, device_info, driver
 
 from . import reference
 
@@ -18,14 +18,14 @@ K = H.Kernels(__file__)
 BLOCK_THREADS = 512                        # v1 and v2 (kernel.cu: V1_THREADS, V2_THREADS)
 PER_BLOCK = {"v1": 512, "v2": 1024}        # elements a block scans in v1 / v2
 T_THREADS, TILE = 256, 8192                # v3 and v4 tiles (kernel.cu: T_THREADS, TILE)
-# v5 and v6 shapes (kernel.cu: V5_WARPS, V5_CHUNKS, V6_WARPS, V6_CHUNKS, V6_STAGES): a tile is
-# warps x chunks x 128 ints; v6 keeps `stages` tiles of x in shared memory per block
+# v5's shape (kernel.cu: V5_WARPS, V5_CHUNKS): a tile is warps x chunks x 128 ints
 V5 = {"warps": 4, "chunks": 6}
-V6 = {"warps": 8, "chunks": 4, "stages": 3}
 # nanoseconds a look-back sleeps before its first read and after each read that found a
-# predecessor with nothing published yet (0: no sleep); kernel arguments, so a sweep can vary them
-LB_FIRST_NS, LB_RETRY_NS = 0, 0
-EPOCHS = 1 << 30                           # v5/v6 status words hold the launch number in 30 bits
+# predecessor with nothing published yet (0: no sleep); kernel arguments, so a sweep can vary them.
+# Measured (.notes/day17_scan_sweep.py, NVIDIA H200, 2026-11-23, 2^28 + 3 ints): v5 with
+# 1200/600 ran 0.690 ms (0.988x CUB's InclusiveSum), with no sleeps (0/0) 0.794 ms
+LB_FIRST_NS, LB_RETRY_NS = 1200, 600
+EPOCHS = 1 << 30                           # v5 status words hold the launch number in 30 bits
 
 VERSIONS = {
     "v1": "Hillis-Steele blocks, scan-then-propagate",
@@ -33,17 +33,16 @@ VERSIONS = {
     "v3": "reduce-then-scan, 3 kernels, warp shuffles",
     "v4": "single pass, decoupled look-back",
     "v5": "look-back in light blocks, block-wide look-back, no memset",
-    "v6": "persistent blocks, cp.async prefetch during the look-back",
 }
-# The fastest correct version at the default size in results/day17.json (v5 and v6 are not in
-# the committed results yet: the next GPU run decides between v4, v5 and v6).
+# The fastest correct version at the default size in results/day17.json (v5 is not in the
+# committed results yet: the next GPU run decides between v4 and v5).
 BEST = "v4"
 SIZE_HELP = "N int32 values, e.g. 2^28+3"
 SIZES = {"small": (1000,), "default": (2 ** 28 + 3,), "large": (2 ** 30 + 3,)}
-# 1; around a warp; around v1's 512 and v2's 1024 blocks, v5's 3072 tile, v6's 4096 tile and
-# v3/v4's 8192 tile; three levels of v1 (512^2 + 1) and v2 (1024^2 + 1); 1000003 = 123 tiles
-# of 8192 (look-backs cross many windows); 2^22 + 5 = 1366 tiles of 3072 (v5's block-wide
-# look-back crosses rounds of 128); 2^24 + 5 = 4097 tiles of 4096: several per v6 block
+# 1; around a warp; around v1's 512 and v2's 1024 blocks, v5's 3072 tile, 4096 (a sweep shape
+# of v5) and v3/v4's 8192 tile; three levels of v1 (512^2 + 1) and v2 (1024^2 + 1); 1000003 =
+# 123 tiles of 8192 (look-backs cross many windows); 2^22 + 5 = 1366 tiles of 3072 (v5's
+# block-wide look-back crosses rounds of 128); 2^24 + 5 = 5462 tiles of 3072 (a long v5 grid)
 CHECK_SIZES = [(1,), (31,), (33,), (511,), (513,), (1023,), (1025,), (3071,), (3073,), (4095,),
                (4097,), (8191,), (8193,), (262145,), (1000003,), (1048577,), (2 ** 22 + 5,),
                (2 ** 24 + 5,)]
@@ -92,19 +91,19 @@ def segments(n: int, max_segments: int) -> tuple[int, int]:
 
 
 def tile_of(warps: int, chunks: int) -> int:
-    """Ints in a v3-v6 tile: each of `warps` warps owns `chunks` chunks of 128."""
+    """Ints in a v3-v5 tile: each of `warps` warps owns `chunks` chunks of 128."""
     return warps * chunks * 128
 
 
 def next_epoch(epoch: int) -> tuple[int, bool]:
-    """v5/v6: the launch number after `epoch` (1 .. EPOCHS - 1), and whether the status words
+    """v5: the launch number after `epoch` (1 .. EPOCHS - 1), and whether the status words
     must be cleared first (the numbers start over, so an old word could carry the new one)."""
     e = epoch + 1
     return (1, True) if e >= EPOCHS else (e, False)
 
 
 def _lookback_state(d, tiles: int) -> tuple[int, int, int]:
-    """(status words, counters, epoch) for one v5/v6 launch on DeviceCase d. One buffer: two
+    """(status words, counters, epoch) for one v5 launch on DeviceCase d. One buffer: two
     uint32 tile counters in its first 8 bytes, then one 64-bit status word per tile. It is
     zeroed when allocated and again only when the launch numbers start over."""
     if tiles >= 2 ** 31:
@@ -118,11 +117,10 @@ def _lookback_state(d, tiles: int) -> tuple[int, int, int]:
     return buf + 8, buf, state["epoch"]
 
 
-def launch_lookback(d, fn, warps: int, chunks: int, stages: int = 0, *,
+def launch_lookback(d, fn, warps: int, chunks: int, *,
                     first_ns: int = LB_FIRST_NS, retry_ns: int = LB_RETRY_NS):
-    """Launch a v5-shaped (stages = 0: one block per tile) or v6-shaped (stages >= 2: one wave
-    of persistent blocks) kernel `fn` on DeviceCase d. kernel.cu's scan_v5 / scan_v6 use it,
-    and so does .notes/day17_scan_sweep.py for other instantiations of the same bodies."""
+    """Launch a v5-shaped kernel `fn` (one block per tile) on DeviceCase d. kernel.cu's scan_v5
+    uses it, and so does .notes/day17_scan_sweep.py for other instantiations of its body."""
     (n,) = d.size
     exclusive = int(d.params.get("exclusive", 0))
     if int(d.x) % 16 or int(d.y) % 16:
@@ -130,15 +128,8 @@ def launch_lookback(d, fn, warps: int, chunks: int, stages: int = 0, *,
     tile = tile_of(warps, chunks)
     tiles = H.cdiv(n, tile)
     status, counters, epoch = _lookback_state(d, tiles)
-    threads = 32 * warps
-    if stages:
-        smem = stages * tile * 4
-        opt_in_smem(fn, smem)
-        grid = min(tiles, device_info()["sms"] * blocks_per_sm(fn, threads, smem))
-    else:
-        smem, grid = 0, tiles
-    fn.prepared_call((grid, 1, 1), (threads, 1, 1), d.x, d.y, status, counters, n, exclusive,
-                     epoch, first_ns, retry_ns, shared_size=smem)
+    fn.prepared_call((tiles, 1, 1), (32 * warps, 1, 1), d.x, d.y, status, counters, n, exclusive,
+                     epoch, first_ns, retry_ns)
 
 
 def _scan_then_propagate(d, version, src, dst, n, exclusive):
@@ -179,10 +170,8 @@ def launch(version, d):
         driver().memset_d32(status, 0, 2 * (tiles + 1))
         K("scan_v4", "PPPPqi").prepared_call((tiles, 1, 1), (T_THREADS, 1, 1), d.x, d.y, status,
                                              int(status) + 8 * tiles, n, exclusive)
-    elif version == "v5":
+    else:  # v5
         launch_lookback(d, K("scan_v5", "PPPPqiIII"), V5["warps"], V5["chunks"])
-    else:  # v6
-        launch_lookback(d, K("scan_v6", "PPPPqiIII"), V6["warps"], V6["chunks"], V6["stages"])
 
 
 # --- libraries --------------------------------------------------------------------------------

@@ -35,12 +35,9 @@
 //       tiles are in flight on every SM; the whole block looks back (each warp reads 32
 //       predecessors, 128 per round trip); status words carry a launch number (epoch), so
 //       no memset is needed between launches
-//   v6  persistent blocks (one wave) that prefetch their next tiles into shared memory with
-//       cp.async while the current tile waits for its look-back: the loads in flight no
-//       longer stop during a look-back. Tiles of 4096 (256 threads x 16 ints), 3 stages
 //
-// Templates: v3-v6 share the tile code (load, scan in registers, store), parameterized by
-// warps per block and chunks of 128 ints per warp; v5 and v6 are templates too, so that
+// Templates: v3-v5 share the tile code (load, scan in registers, store), parameterized by
+// warps per block and chunks of 128 ints per warp; v5 is a template too, so that
 // .notes/day17_scan_sweep.py can build and time other tile shapes from this file.
 #include <cstdint>
 
@@ -167,7 +164,7 @@ extern "C" __global__ void scan_v2_add(unsigned* y, const unsigned* scanned_sums
 }
 
 // ---------------------------------------------------------------------------------------
-// Tiles for v3-v6: a block of WARPS warps scans a tile of WARPS x CH x 128 ints. Each warp
+// Tiles for v3-v5: a block of WARPS warps scans a tile of WARPS x CH x 128 ints. Each warp
 // owns CH x 128 consecutive ints as CH chunks of 128; in chunk j, lane l holds ints
 // [4l, 4l + 4) as one uint4, so every load and store instruction of a warp covers 512
 // contiguous bytes (coalesced, 16 B per thread). Scanning a chunk: each lane scans its 4 ints
@@ -402,7 +399,7 @@ scan_v4(const unsigned* __restrict__ x, unsigned* __restrict__ y,
 }
 
 // ---------------------------------------------------------------------------------------
-// v5 and v6: status words that need no reset, and a look-back by the whole block.
+// v5: status words that need no reset, and a look-back by the whole block.
 //
 // A status word is (epoch << 34) | (flag << 32) | value: the high half carries the launch's
 // number (the driver counts launches, 1 .. 2^30 - 1) beside the flag, so a word written by
@@ -532,118 +529,11 @@ __device__ __forceinline__ void scan_v5_body(const unsigned* __restrict__ x, uns
 }
 
 // ---------------------------------------------------------------------------------------
-// v6: persistent blocks with a cp.async pipeline. Each block keeps STAGES tiles of x in
-// flight into shared memory: while it scans tile k and waits for tile k's look-back, tiles
-// k + 1 .. k + STAGES - 1 are already on their way, and tile k + STAGES is requested as soon
-// as tile k has left its slot. Each thread copies (cp.async, 16 bytes) exactly the uint4s it
-// will read back, so a thread waits only for its own copies (cp.async.wait_group) and no
-// barrier guards the slots. Tiles still come from the ticket counter, one ticket per tile,
-// taken STAGES tiles ahead by one thread (lane 0 of the last warp; warp 0 is the one busy in
-// the look-back's first round); a block takes its tiles in increasing order, so the same
-// argument as v4's rules out a deadlock. Launch: grid <= one wave of resident blocks,
-// WARPS * 32 threads, STAGES * TILE_N * 4 bytes of dynamic shared memory.
-// ---------------------------------------------------------------------------------------
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, unsigned src_bytes) {
-    // copies src_bytes (0..16) and fills the rest of the 16 bytes with zeros
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s),
-                 "l"(__cvta_generic_to_global(gmem)), "r"(src_bytes) : "memory");
-}
-
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-
-template <int PENDING>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;" ::"n"(PENDING) : "memory");
-}
-
-// This thread's uint4s of tile `tile` into its places of a slot (own = its first uint4 in
-// the slot; chunk j is 32 uint4 further per j, the layout of load_tile). Past the end of x
-// the copies are zero-filled; a tile >= tiles copies nothing.
-template <int WARPS, int CH>
-__device__ __forceinline__ void prefetch_tile(uint4* own, const unsigned* __restrict__ x,
-                                              unsigned tile, unsigned tiles, long long n) {
-    if (tile >= tiles) return;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const long long base = (long long)tile * (WARPS * CH * 128) + warp * (CH * 128) + lane * 4;
-#pragma unroll
-    for (int j = 0; j < CH; ++j) {
-        const long long e = base + j * 128;
-        const long long left = n - e;  // ints of x from e on
-        const unsigned bytes = left >= 4 ? 16u : left > 0 ? (unsigned)left * 4u : 0u;
-        cp_async16(own + 32 * j, bytes ? x + e : x, bytes);
-    }
-}
-
-template <int WARPS, int CH, int STAGES, bool STREAM>
-__device__ __forceinline__ void scan_v6_body(const unsigned* __restrict__ x, unsigned* __restrict__ y,
-                                             unsigned long long* __restrict__ status,
-                                             unsigned* __restrict__ counters, long long n,
-                                             int exclusive, unsigned epoch, unsigned first_ns,
-                                             unsigned retry_ns) {
-    static_assert(STAGES >= 2, "a slot is refilled only after the next iteration's barrier");
-    constexpr int TILE_N = WARPS * CH * 128, TILE_VEC = TILE_N / 4;  // ints, uint4 per tile
-    extern __shared__ uint4 slots[];                                // STAGES x TILE_VEC
-    __shared__ unsigned s_tile[STAGES], s_next[2], warp_tot[2][WARPS], lb_sum[WARPS];
-    __shared__ int lb_found[WARPS];
-    const unsigned tiles = (unsigned)((n + TILE_N - 1) / TILE_N);
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int own = warp * (CH * 32) + lane;  // this thread's first uint4 in a slot
-    const bool ticketer = threadIdx.x == (WARPS - 1) * 32;
-    unsigned* counter = counters + (epoch & 1u);
-    if (blockIdx.x == 0 && threadIdx.x == 0) counters[(epoch & 1u) ^ 1u] = 0u;  // next launch's
-
-    unsigned pending = 0;  // ticketer: the ticket for the next refill, requested ahead
-    if (ticketer) {
-#pragma unroll
-        for (int s = 0; s < STAGES; ++s) s_tile[s] = atomicAdd(counter, 1u);
-        pending = atomicAdd(counter, 1u);
-    }
-    __syncthreads();
-#pragma unroll
-    for (int s = 0; s < STAGES; ++s) {
-        prefetch_tile<WARPS, CH>(slots + s * TILE_VEC + own, x, s_tile[s], tiles, n);
-        cp_async_commit();
-    }
-    // Iteration k scans the tile of slot k % STAGES. Committed copy groups: STAGES + k, one
-    // per tile requested, in order; at most STAGES - 1 of them may still be in flight, so
-    // tile k's group has landed. A block's tickets increase, so the first one past the end
-    // ends the loop (the groups still open then are empty).
-    int slot = 0;
-    for (unsigned k = 0;; ++k) {
-        const unsigned tile = s_tile[slot];  // written >= 1 barrier ago, rewritten below
-        if (tile >= tiles) break;
-        cp_async_wait<STAGES - 1>();
-        uint4 v[CH];
-#pragma unroll
-        for (int j = 0; j < CH; ++j) v[j] = slots[slot * TILE_VEC + own + 32 * j];
-        if (ticketer) {
-            s_next[k & 1] = pending;  // read by all after scan_tile's barrier
-            if (pending < tiles) pending = atomicAdd(counter, 1u);
-        }
-        unsigned warp_offset;
-        const unsigned total = scan_tile<WARPS, CH>(v, exclusive != 0, warp_tot[k & 1], &warp_offset);
-        const unsigned next = s_next[k & 1];
-        const unsigned prefix = publish_and_look_back<WARPS>(status, tile, total, epoch, first_ns,
-                                                             retry_ns, lb_sum, lb_found);
-        store_tile<WARPS, CH, STREAM>(y, (long long)tile * TILE_N, n, v, prefix + warp_offset);
-        // The slot's data is in registers (and used): refill it with the tile STAGES ahead.
-        if (ticketer) s_tile[slot] = next;  // every thread read the old value before the barrier
-        prefetch_tile<WARPS, CH>(slots + slot * TILE_VEC + own, x, next, tiles, n);
-        cp_async_commit();
-        slot = slot + 1 == STAGES ? 0 : slot + 1;
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// The shipped shapes (driver.py's V5 and V6 repeat them; a test checks that they agree).
-// .notes/day17_scan_sweep.py instantiates the same bodies with other shapes.
+// The shipped shape (driver.py's V5 repeats it; a test checks that they agree).
+// .notes/day17_scan_sweep.py instantiates the same body with other shapes.
 // ---------------------------------------------------------------------------------------
 #define V5_WARPS 4
 #define V5_CHUNKS 6
-#define V6_WARPS 8
-#define V6_CHUNKS 4
-#define V6_STAGES 3
 
 #define SCAN_LB_ARGS const unsigned* __restrict__ x, unsigned* __restrict__ y,                 \
     unsigned long long* __restrict__ status, unsigned* __restrict__ counters, long long n,   \
@@ -652,8 +542,4 @@ __device__ __forceinline__ void scan_v6_body(const unsigned* __restrict__ x, uns
 
 extern "C" __global__ void __launch_bounds__(V5_WARPS * 32) scan_v5(SCAN_LB_ARGS) {
     scan_v5_body<V5_WARPS, V5_CHUNKS, false>(SCAN_LB_PASS);
-}
-
-extern "C" __global__ void __launch_bounds__(V6_WARPS * 32) scan_v6(SCAN_LB_ARGS) {
-    scan_v6_body<V6_WARPS, V6_CHUNKS, V6_STAGES, false>(SCAN_LB_PASS);
 }
