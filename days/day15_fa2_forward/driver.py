@@ -33,7 +33,7 @@ VERSIONS = {
     "v3": "bias+tile stats in GEMM epilogue, in-place float4 finish",
     "v4": "warp-tiled persistent GEMM; epilogue: bias, tile stats, label logit; no logits stored",
 }
-BEST = "v3"   # the fastest in results/day15.json (v1-v3 only): v4 once the GPU has measured it
+BEST = "v4"   # the fastest at the default size in results/day15.json (H200, 2026-11-23)
 SIZE_HELP = "MxDxC (batch x features x classes), e.g. 4096x256x50257"
 SIZES = {"small": (64, 32, 10), "default": (4096, 256, 50257), "large": (8192, 768, 50257)}
 # m = 1 and 7, c = 1 (a single class: loss 0), c = 10 and 50257, d = 1; every edge of the

@@ -33,7 +33,7 @@ VERSIONS = {
     "v3": "dZ computed in the GEMM loaders, db fused in dW's GEMM",
     "v4": "day 15 v4's tile; dZ computed after the math, 1/m in the epilogue; db fused",
 }
-BEST = "v2"   # the fastest in results/day20.json (v1-v3 only): v4 once the GPU has measured it
+BEST = "v4"   # the fastest at the default size in results/day20.json (H200, 2026-11-23)
 SIZE_HELP = "MxDxC (batch x features x classes), e.g. 4096x256x50257"
 SIZES = {"small": (64, 32, 10), "default": (4096, 256, 50257), "large": (8192, 768, 50257)}
 # m = 1 and 7, c = 1 (every gradient is 0), d = 1, c = 10 and 50257 (dX's long K: split-K),
