@@ -24,7 +24,8 @@ Marker keys (`dNN:` in front reads another day's results, e.g. `d07:2048x2048x20
                          vs_v1, err (max abs error), over:OTHER (time of OTHER / time of NAME)
     SIZE;ceiling         the ceiling at that size; SIZE;size_ceiling the same-bytes one
     ncu;VERSION;METRIC   an Nsight Compute counter of the version (results/ncu/dayNN.json,
-                         written by run_day.py N --ncu --version V --metrics M --save)
+                         written by run_day.py N --ncu --version V --metrics M --save);
+                         METRIC_A/METRIC_B gives their ratio
     sec;TITLE;ROW;COLUMN a cell of a day-specific table: the section whose title starts with
                          TITLE, the row whose first cell is ROW, the column headed COLUMN
 """
@@ -275,7 +276,11 @@ def resolve(key: str, rec: dict | None, results: dict | None = None) -> str | No
             from .ncu import load
 
             prof = load(rec["day"]) or {}
-            v = prof["versions"][parts[1]][parts[2]]
+            got = prof["versions"][parts[1]]
+            if "/" in parts[2]:  # a ratio of two counters, e.g. sectors per request
+                a, b = parts[2].split("/")
+                return f"{got[a] / got[b]:.3g}"
+            v = got[parts[2]]
             return f"{v:,.0f}" if float(v).is_integer() or abs(v) >= 100 else f"{v:.3g}"
         if parts[0] == "sec" and len(parts) == 4:
             _, title, row, col = parts
