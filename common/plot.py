@@ -6,8 +6,9 @@
 For every day with a GPU run it writes, into the day's folder:
     ladder.png     one bar per version at the day's default size (GB/s or TFLOP/s), with the
                    ceiling and the fastest library as vertical lines; GPU and date in the title
-    bandwidth.png  memory-bound days timed at several sizes: GB/s against the bytes moved, one
-                   line per version and per library, the ceiling and the same-bytes ceiling
+    bandwidth.png  memory-bound days timed at several sizes: GB/s at each size (ordered by the
+                   bytes moved), one line per version and per library, the ceiling and the
+                   same-bytes ceiling
 matplotlib is optional: without it the plots are skipped with a note and nothing else changes.
 """
 from __future__ import annotations
@@ -102,43 +103,49 @@ def ladder(rec, drv, path, plt):
 
 
 def bandwidth(rec, path, plt):
-    """GB/s against the bytes moved, for memory-bound days timed at two or more sizes."""
+    """GB/s at each benchmark size (one slot per size, ordered by the bytes moved), for
+    memory-bound days timed at two or more sizes."""
     cases = [c for c in _timed_cases(rec) if not c.get("flops") and c.get("bytes")]
     if len(cases) < 2:
         return False
     cases.sort(key=lambda c: c["bytes"])
-    fig, ax = plt.subplots(figsize=(9, 4.6), dpi=110)
+    xs = list(range(len(cases)))
+    fig, ax = plt.subplots(figsize=(max(8, 1.6 * len(cases) + 3), 4.6), dpi=110)
     names = []
     for c in cases:
         for r in c["rows"]:
             if "median_ms" in r and "same_as" not in r and r["version"] not in names:
                 names.append(r["version"])
+
+    def series(pick):
+        pts = [(x, pick(c)) for x, c in zip(xs, cases)]
+        return [p for p in pts if p[1]]
+
     for i, v in enumerate(names):
-        pts = [(c["bytes"], r["gbps"]) for c in cases for r in c["rows"]
-               if r["version"] == v and r.get("gbps") and "same_as" not in r]
+        pts = series(lambda c: next((r["gbps"] for r in c["rows"] if r["version"] == v
+                                     and r.get("gbps") and "same_as" not in r), None))
         if pts:
             ax.plot(*zip(*pts), marker="o", ms=4, lw=1.3, color=COLORS[i % len(COLORS)], label=v)
     libs = sorted({b["name"] for c in cases for b in c.get("baseline", [])})
     for j, name in enumerate(libs):
-        pts = [(c["bytes"], b["gbps"]) for c in cases for b in c.get("baseline", [])
-               if b["name"] == name and b.get("gbps")]
+        pts = series(lambda c: next((b["gbps"] for b in c.get("baseline", []) if b["name"] == name
+                                     and b.get("gbps")), None))
         if pts:
-            ax.plot(*zip(*pts), marker="s", ms=4, lw=1.3, ls="--", color="#d62728" if j == 0 else "#ff9896",
-                    label=name)
-    pts = [(c["bytes"], c["size_ceiling"]["gbps"]) for c in cases if c.get("size_ceiling")]
+            ax.plot(*zip(*pts), marker="s", ms=4, lw=1.3, ls="--",
+                    color="#d62728" if j == 0 else "#ff9896", label=name)
+    pts = series(lambda c: (c.get("size_ceiling") or {}).get("gbps"))
     if pts:
         ax.plot(*zip(*pts), color="black", lw=1, ls=":", marker="x", label="same bytes, fastest stream")
-    ceil = [c.get("ceiling", {}).get("gbps") for c in cases if c.get("ceiling", {}).get("gbps")]
-    if ceil:
-        ax.axhline(max(ceil), color="black", lw=1.2, ls="--", label=f"ceiling {max(ceil):.0f} GB/s")
-    ax.set_xscale("log", base=2)
-    ax.set_xticks([c["bytes"] for c in cases], [f"{_size(c)}\n{c['bytes'] / 2 ** 20:.0f} MiB"
-                                                 for c in cases], fontsize=7)
-    ax.minorticks_off()
+    pts = series(lambda c: (c.get("ceiling") or {}).get("gbps"))
+    if pts:
+        ax.plot(*zip(*pts), color="black", lw=1.2, ls="--", label="ceiling (fastest stream, same mix)")
+    ax.set_xticks(xs, [f"{_size(c)}\n{c['bytes'] / 2 ** 20:.0f} MiB" for c in cases], fontsize=7)
+    ax.set_xlim(-0.4, len(cases) - 0.6)
     ax.set_ylim(0, None)
     ax.set_ylabel("GB/s (bytes the op must move / median time)")
+    ax.set_xlabel("benchmark size (bytes moved)")
     ax.set_title(_title(rec), fontsize=10)
-    ax.legend(fontsize=7, ncol=2, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    ax.legend(fontsize=7, ncol=1, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path)
