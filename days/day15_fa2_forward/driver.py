@@ -31,7 +31,7 @@ VERSIONS = {
     "v1": "matmul+bias, 3-pass log-softmax, loss kernel",
     "v2": "matmul; 1 row kernel: bias+log-softmax+NLL, Z read once",
     "v3": "bias+tile stats in GEMM epilogue, in-place float4 finish",
-    "v4": "warp-tiled persistent GEMM; epilogue: bias, tile stats, label logit; no logits stored",
+    "v4": "warp-tiled GEMM; epilogue: bias, tile stats, label logit; no logits stored",
 }
 BEST = "v4"   # the fastest at the default size in results/day15.json (H200, 2026-11-23)
 SIZE_HELP = "MxDxC (batch x features x classes), e.g. 4096x256x50257"
