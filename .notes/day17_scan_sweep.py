@@ -41,6 +41,7 @@ import numpy as np
 
 sys.path.insert(0, os.getcwd())
 from common import harness as H  # noqa: E402
+from common.baselines import kernels_launched  # noqa: E402
 from common.build import load_module  # noqa: E402
 from common.gpu import blocks_per_sm, device_info, driver  # noqa: E402
 from common.timing import copy_bandwidth_gbps, time_fn  # noqa: E402
@@ -274,7 +275,7 @@ def main():
     print(f"\nkernels each library call launches at n = {n} (CUPTI via torch.profiler; us):")
     for name in ("torch.cumsum", D.CUB_ROW, "cupy.cumsum (CUB)", "cupy.cumsum (no CUB)"):
         try:
-            ks = D.kernels_launched(libs[name]["calls"][n])
+            ks = kernels_launched(libs[name]["calls"][n])
         except Exception as e:
             print(f"  {name}: could not profile: {type(e).__name__}: {e}")
             verified[name] = None

@@ -2,6 +2,7 @@
 
 - torch (cuDNN, SDPA, its own kernels) and CuPy (CUB, cuSPARSE): optional, used if installed.
   Both share pycuda's primary context, so a GPUArray is seen by them without a copy.
+  kernels_launched(fn) lists the kernels a library call really launched (is it CUB?).
 - cuBLAS through ctypes, on pycuda pointers (no torch needed).
 """
 from __future__ import annotations
@@ -37,6 +38,33 @@ def cupy_or_none():
         return cupy
     except Exception:
         return None
+
+
+def kernels_launched(fn) -> list[tuple[str, float]]:
+    """(name, microseconds) of every GPU kernel that fn() launches, as CUPTI records them
+    (through torch.profiler, which sees the kernels of every library in the process, CuPy's
+    and pycuda's too). Needs torch with CUDA. It shows what a baseline really runs: day 17's
+    tests check that its "CUB" rows launch CUB's DeviceScanKernel and not a CuPy fallback."""
+    import json
+    import tempfile
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    fd, path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            events = json.load(f).get("traceEvents", [])
+    finally:
+        os.unlink(path)
+    return [(e["name"], float(e.get("dur", 0.0))) for e in events
+            if e.get("cat") == "kernel" and e.get("ph") == "X"]
 
 
 # --- cuBLAS ---------------------------------------------------------------------------------

@@ -1,6 +1,4 @@
 """The harness itself: checks, sizes, catalogue, ptxas parsing, progress.md, day anatomy."""
-import ast
-import importlib
 
 import numpy as np
 import pytest

@@ -333,27 +333,29 @@ __device__ __forceinline__ void softmax_rows(const float* __restrict__ x, float*
         reinterpret_cast<typename Vec<VEC>::T*>(stage));
 }
 
-#define SOFTMAX_ROWS(NAME, BLOCK, TPR, VEC, ITEMS, HEADTAIL, SMEM, MIN_BLOCKS)                 \
-    extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) NAME(                     \
+// __launch_bounds__(BLOCK, 1): the register cap is what one block of BLOCK threads allows
+// (with the default minimum the compiler spilled 8 bytes in two of the warp kernels)
+#define SOFTMAX_ROWS(NAME, BLOCK, TPR, VEC, ITEMS, HEADTAIL, SMEM)                             \
+    extern "C" __global__ void __launch_bounds__(BLOCK, 1) NAME(                              \
         const float* __restrict__ x, float* __restrict__ y, int rows, int cols, int smem_vecs) { \
         softmax_rows<BLOCK, TPR, VEC, ITEMS, HEADTAIL, SMEM>(x, y, rows, cols, smem_vecs);     \
     }
 
 // v4: a block of 256 per row; float4 when cols % 4 == 0, scalars otherwise
-#define V4(VEC, ITEMS) SOFTMAX_ROWS(softmax_v4_vec##VEC##_items##ITEMS, 256, 256, VEC, ITEMS, false, false, 1)
+#define V4(VEC, ITEMS) SOFTMAX_ROWS(softmax_v4_vec##VEC##_items##ITEMS, 256, 256, VEC, ITEMS, false, false)
 V4(4, 1) V4(4, 2) V4(4, 4) V4(4, 8) V4(4, 16)
 V4(1, 4) V4(1, 8) V4(1, 16) V4(1, 32) V4(1, 64)
 
 // v5: a warp per row for rows of <= 1024 floats (8 rows a block of 256)
-#define V5(VEC, ITEMS) SOFTMAX_ROWS(softmax_v5_warp_vec##VEC##_items##ITEMS, 256, 32, VEC, ITEMS, false, false, 1)
+#define V5(VEC, ITEMS) SOFTMAX_ROWS(softmax_v5_warp_vec##VEC##_items##ITEMS, 256, 32, VEC, ITEMS, false, false)
 V5(4, 1) V5(4, 2) V5(4, 4) V5(4, 8)
 V5(1, 4) V5(1, 8) V5(1, 16) V5(1, 32)
 
 // v6: any width with float4: a warp per row up to 1024 (+3) floats, a block of 256 up to 16384,
 // beyond that one block of 1024 an SM with 8 float4 a thread in registers and the rest of the
 // row (up to ~57,000 floats) in shared memory
-#define V6W(ITEMS) SOFTMAX_ROWS(softmax_v6_warp_items##ITEMS, 256, 32, 4, ITEMS, true, false, 1)
-#define V6B(ITEMS) SOFTMAX_ROWS(softmax_v6_block_items##ITEMS, 256, 256, 4, ITEMS, true, false, 1)
+#define V6W(ITEMS) SOFTMAX_ROWS(softmax_v6_warp_items##ITEMS, 256, 32, 4, ITEMS, true, false)
+#define V6B(ITEMS) SOFTMAX_ROWS(softmax_v6_block_items##ITEMS, 256, 256, 4, ITEMS, true, false)
 V6W(1) V6W(2) V6W(4) V6W(8)
 V6B(1) V6B(2) V6B(4) V6B(8) V6B(16)
-SOFTMAX_ROWS(softmax_v6_long, 1024, 1024, 4, 8, true, true, 1)
+SOFTMAX_ROWS(softmax_v6_long, 1024, 1024, 4, 8, true, true)

@@ -255,34 +255,6 @@ def baselines(d):
     return out
 
 
-def kernels_launched(fn) -> list[tuple[str, float]]:
-    """(name, microseconds) of every GPU kernel that fn() launches, as CUPTI records them
-    (through torch.profiler, which sees the kernels of every library in the process, CuPy's
-    and pycuda's too). Needs torch with CUDA; the GPU tests and .notes/day17_scan_sweep.py use
-    it to show that the CUB rows run CUB's DeviceScan kernels."""
-    import json
-    import os
-    import tempfile
-
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    fd, path = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
-    try:
-        prof.export_chrome_trace(path)
-        with open(path) as f:
-            events = json.load(f).get("traceEvents", [])
-    finally:
-        os.unlink(path)
-    return [(e["name"], float(e.get("dur", 0.0))) for e in events
-            if e.get("cat") == "kernel" and e.get("ph") == "X"]
-
-
 def is_cub_scan(names) -> bool:
     """Whether kernel names include CUB's single-pass scan (cub::...DeviceScanKernel)."""
     return any("DeviceScan" in n and "Init" not in n for n in names)
