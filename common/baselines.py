@@ -129,3 +129,50 @@ def sgemm(a_ptr, b_ptr, c_ptr, m: int, n: int, k: int, alpha: float = 1.0, beta:
     _ok(lib.cublasSgemm_v2(h, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, ctypes.byref(al),
                            _ptr(b_ptr), n, _ptr(a_ptr), k, ctypes.byref(be), _ptr(c_ptr), n),
         "cublasSgemm")
+
+
+def sgemm_strided_batched(a_ptr, b_ptr, c_ptr, batch: int, m: int, n: int, k: int,
+                          stride_a: int | None = None, stride_b: int | None = None,
+                          stride_c: int | None = None, alpha: float = 1.0, beta: float = 0.0):
+    """Row-major C[i] = alpha * A[i] @ B[i] + beta * C[i] for i < batch, fp32 (no TF32), with
+    A[i] = a + i * stride_a (default m*k elements), B[i] and C[i] alike. Day 29's baseline."""
+    lib, h = cublas()
+    _ok(lib.cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode")
+    sa = m * k if stride_a is None else stride_a
+    sb = k * n if stride_b is None else stride_b
+    sc = m * n if stride_c is None else stride_c
+    al, be = ctypes.c_float(alpha), ctypes.c_float(beta)
+    ll = ctypes.c_longlong
+    _ok(lib.cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, ctypes.byref(al),
+                                      _ptr(b_ptr), n, ll(sb), _ptr(a_ptr), k, ll(sa),
+                                      ctypes.byref(be), _ptr(c_ptr), n, ll(sc), batch),
+        "cublasSgemmStridedBatched")
+
+
+# cudaDataType and cublasComputeType_t values (library_types.h, cublas_api.h)
+CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF = 0, 2, 14
+CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_COMPUTE_32F_FAST_TF32 = 68, 75, 77
+CUBLAS_GEMM_DEFAULT = -1
+GEMM_EX_MODES = {  # mode -> (A/B type, C type, compute type)
+    "fp32": (CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F),
+    "tf32": (CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32),
+    "bf16": (CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F),      # bf16 in and out, fp32 sums
+    "fp16": (CUDA_R_16F, CUDA_R_16F, CUBLAS_COMPUTE_32F),
+}
+
+
+def gemm_ex(a_ptr, b_ptr, c_ptr, m: int, n: int, k: int, mode: str = "tf32",
+            alpha: float = 1.0, beta: float = 0.0):
+    """Row-major C[m,n] = alpha * A[m,k] @ B[k,n] + beta * C through cublasGemmEx: mode "fp32"
+    (CUDA cores), "tf32" (tensor cores, fp32 in/out), "bf16" or "fp16" (16-bit in and out, fp32
+    accumulation; pointers to 2-byte elements). Same column-major trick as sgemm()."""
+    if mode not in GEMM_EX_MODES:
+        raise ValueError(f"mode {mode!r}: one of {', '.join(GEMM_EX_MODES)}")
+    ab, ct, compute = GEMM_EX_MODES[mode]
+    lib, h = cublas()
+    _ok(lib.cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode")
+    al, be = ctypes.c_float(alpha), ctypes.c_float(beta)
+    _ok(lib.cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, ctypes.byref(al),
+                         _ptr(b_ptr), ab, n, _ptr(a_ptr), ab, k, ctypes.byref(be),
+                         _ptr(c_ptr), ct, n, compute, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmEx")

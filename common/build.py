@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-INCLUDE_DIRS = [str(ROOT / "common" / "include")]
+# device helpers taught by earlier days (CONVENTIONS.md): kernel.cu files from day 21 on
+# write `#include "warp.cuh"`; alone: nvcc -I common/cuda ...
+INCLUDE_DIRS = [str(ROOT / "common" / "cuda")]
 BASE_FLAGS = ["-O3", "-std=c++17", "-lineinfo"]
 
 
