@@ -45,8 +45,10 @@ V6_CANDIDATES = {
     "128x64_n256": (128, 64, 256),
     "64x128_n256": (64, 128, 256),
     "64x64_n256_col": (64, 64, 256),
+    "64x64_n512_col": (64, 64, 512),
+    "128x64_n256_col": (128, 64, 256),
 }
-V6_TILE = "64x64_n256_col"   # fastest at every bench shape (H200, 2026-11-23, .notes/day21_sweep.py)
+V6_TILE = "64x64_n512_col"   # fastest at most bench shapes (H200, 2026-11-23, .notes/day21_sweep.py)
 
 
 def validate_size(size):

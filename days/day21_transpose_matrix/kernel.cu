@@ -233,3 +233,5 @@ V6(32, 32, 128, false, )       // v5's tile with 16-byte accesses
 V6(128, 64, 256, false, )      // taller tile: 128 input rows, 256-byte output runs -> 512
 V6(64, 128, 256, false, )      // wider tile: 512-byte input runs
 V6(64, 64, 256, true, _col)    // the default, tiles walked down columns
+V6(64, 64, 512, true, _col)    // more warps, walked down columns
+V6(128, 64, 256, true, _col)   // taller tile, walked down columns
