@@ -8,6 +8,38 @@
 #include <string>
 #include <map>
 
+// --- v6's cp.async and 16-byte reductions (day27_emulate.py swaps kernel.cu's helpers for these).
+// Per thread: copies wait in committed groups. EMU_CP_EAGER=1 lands each copy when it is issued
+// (a read of a stage that another thread is still refilling then shows up as a wrong value);
+// otherwise copies land only at cp.async.wait_group (a missing wait reads stale data).
+#include <cstring>
+#include <deque>
+#include <mutex>
+struct EmuCopy { float* dst; const float* src; int bytes; bool valid; };
+inline thread_local std::vector<EmuCopy> emu_open_group;
+inline thread_local std::deque<std::vector<EmuCopy>> emu_groups;
+static const bool emu_eager = getenv("EMU_CP_EAGER") && atoi(getenv("EMU_CP_EAGER"));
+inline void emu_land(const EmuCopy& c) {
+    if (c.valid) std::memcpy(c.dst, c.src, c.bytes); else std::memset(c.dst, 0, c.bytes);
+}
+inline void emu_cp_async(float* dst, const float* src, int bytes, bool valid) {
+    EmuCopy c{dst, src, bytes, valid};
+    if (emu_eager) emu_land(c); else emu_open_group.push_back(c);
+}
+inline void emu_commit() { emu_groups.push_back(emu_open_group); emu_open_group.clear(); }
+inline void emu_wait(int pending) {
+    if (!emu_open_group.empty()) { fprintf(stderr, "cp.async copies never committed\n"); exit(3); }
+    while ((int)emu_groups.size() > pending) {
+        for (auto& c : emu_groups.front()) emu_land(c);
+        emu_groups.pop_front();
+    }
+}
+inline void emu_red_add4(float* p, float4 v) {
+    if (reinterpret_cast<uintptr_t>(p) % 16) { fprintf(stderr, "misaligned red.v4\n"); exit(3); }
+    std::lock_guard<std::mutex> g(emu_atomic_mutex);
+    p[0] += v.x; p[1] += v.y; p[2] += v.z; p[3] += v.w;
+}
+
 namespace k27 {
 #include KERNEL27
 }
@@ -41,7 +73,7 @@ int main(int argc, char** argv) {
     const float scale = 1.0f / std::sqrt((float)d);
     const int rows = BH * N;
     emu_launch({(unsigned)cdiv(rows, 8), 1, 1}, {256, 1, 1}, [&] {
-        fa_bwd_preprocess(O.data(), dO.data(), Dv.data(), (ver == "v2" || ver == "v5") ? dQ.data() : nullptr, rows, d);
+        fa_bwd_preprocess(O.data(), dO.data(), Dv.data(), (ver == "v2" || ver == "v5" || ver == "v6") ? dQ.data() : nullptr, rows, d);
     });
 #define FN(name) {#name, name}
     std::map<std::string, FlashFn> fns = {
@@ -54,7 +86,10 @@ int main(int argc, char** argv) {
         FN(fa_bwd_v4_dq_d64_bm128_bn64_b1), FN(fa_bwd_v4_dq_d64_bm64_bn32_b2),
         FN(fa_bwd_v4_dq_d128_bm64_bn64_b1), FN(fa_bwd_v4_dq_d128_bm32_bn64_b1),
         FN(fa_bwd_v5_d64_bm64_bn64_b1), FN(fa_bwd_v5_d64_bm32_bn64_b2),
-        FN(fa_bwd_v5_d128_bm64_bn64_b1), FN(fa_bwd_v5_d128_bm32_bn64_b1)};
+        FN(fa_bwd_v5_d128_bm64_bn64_b1), FN(fa_bwd_v5_d128_bm32_bn64_b1),
+        FN(fa_bwd_v6_d64_bm64_bn64_s2_b1), FN(fa_bwd_v6_d64_bm32_bn64_s2_b2),
+        FN(fa_bwd_v6_d64_bm64_bn128_s2_b1), FN(fa_bwd_v6_d64_bm32_bn128_s2_b1),
+        FN(fa_bwd_v6_d128_bm32_bn64_s2_b1), FN(fa_bwd_v6_d128_bm64_bn64_s1_b1)};
     auto tile = [](const std::string& t, int& bm, int& bn) { sscanf(t.c_str(), "bm%d_bn%d", &bm, &bn); };
     auto run = [&](const std::string& name, bool dkdv, int bm, int bn) {
         if (!fns.count(name)) { fprintf(stderr, "no kernel %s\n", name.c_str()); exit(2); }
@@ -83,6 +118,10 @@ int main(int argc, char** argv) {
     } else if (ver == "v3") {
         run("fa_bwd_v3_dkdv_d" + D, true, 64, 64);
         run("fa_bwd_v3_dq_d" + D, false, 64, 64);
+    } else if (ver == "v6") {
+        int bm, bn;
+        tile(tk, bm, bn);
+        run("fa_bwd_v6_d" + D + "_" + tk, true, bm, bn);
     } else if (ver == "v5") {
         int bm, bn;
         tile(tk, bm, bn);

@@ -4,6 +4,8 @@ CHECK_SIZES entry, every version and every v4 tile candidate, against the float6
 with the day's own tolerances.
 
     python .notes/day27_emulate.py          # needs g++ with C++20 (std::barrier)
+    python .notes/day27_emulate.py --only v6 [--quick]            # one version (N in 1, 65, 200)
+    EMU_CP_EAGER=1 python .notes/day27_emulate.py --only v6       # v6's copies land at issue
 
 The emulator runs each block as 256 std::threads with real barriers: it checks index
 arithmetic, bounds, masks and barriers placement (a missing barrier may show, not reliably);
@@ -30,6 +32,17 @@ def build(tmp: Path) -> Path:
     src = (ROOT / "days/day27_flash_attention_backward/kernel.cu").read_text()
     src = re.sub(r"extern __shared__ (\w+) (\w+)\[\];",
                  r"static float emu_dyn_smem_[227 * 256]; \1* \2 = (\1*)emu_dyn_smem_;", src)
+    # v6's cp.async / red.global.add.v4 helpers -> day27_emu_main.cpp's emulation
+    helpers = {"fa_cp_async16": "{ emu_cp_async(smem, gmem, 16, valid); }",
+               "fa_cp_async4": "{ emu_cp_async(smem, gmem, 4, valid); }",
+               "fa_cp_async_commit": "{ emu_commit(); }",
+               "fa_cp_async_wait_all": "{ emu_wait(0); }",
+               "fa_red_add4": "{ emu_red_add4(p, v); }"}
+    for name, body in helpers.items():
+        src, n = re.subn(rf"__device__ __forceinline__ void {name}\(([^)]*)\) \{{.*?(?:\n\}}|; \}})\n",
+                         lambda m: f"inline void {name}({m.group(1)}) {body}\n", src, count=1, flags=re.S)
+        assert n == 1, f"{name} not replaced"
+    assert "asm" not in re.sub(r"//.*", "", src), "inline PTX left for the host"
     (tmp / "k27.cu").write_text(src)
     exe = tmp / "emu"
     cmd = ["g++", "-std=c++20", "-O2", "-pthread", "-w", "-fno-strict-aliasing", f"-I{NOTES}",
@@ -63,6 +76,7 @@ def main():
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
         exe = build(tmp)
+        only = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else None
         jobs = []
         for size in sizes:
             for v in ("v1", "v2", "v3"):
@@ -72,6 +86,9 @@ def main():
                 jobs.append((size, "v4", [tk or cands["dkdv"][0], tq or cands["dq"][0]]))
             for t5 in D.V5_CANDIDATES[size[2]]:
                 jobs.append((size, "v5", [t5]))
+            for t6 in D.V6_CANDIDATES[size[2]]:
+                jobs.append((size, "v6", [t6]))
+        jobs = [j for j in jobs if only is None or j[1] in only]
         bad = 0
         with cf.ThreadPoolExecutor(max_workers=2) as ex:
             for tag, ok, msg in ex.map(lambda j: run_one(exe, tmp, *j), jobs):

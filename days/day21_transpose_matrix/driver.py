@@ -19,7 +19,7 @@ VERSIONS = {
     "v3": "32x32 tile padded to 33 columns",
     "v4": "32x32 tile, XOR swizzle, no padding",
     "v5": "padded tile, 32x8 threads, 4 elements each",
-    "v6": "64x64 tile, 16 elements/thread, 16-byte loads/stores where aligned",
+    "v6": "64x64 tile, 512 threads (8 elements each), column order, 16-byte loads/stores where aligned",
 }
 BEST = "v6"
 SIZE_HELP = "ROWSxCOLS, e.g. 8192x8192 (the input's shape; the output is COLSxROWS)"
@@ -123,5 +123,8 @@ def transpose(x, version=BEST):
 # --- the bar ----------------------------------------------------------------------------
 BAR = [
     {"sizes": [(8192, 8192)], "pct": 90, "vs_baseline": 1.0},
-    {"sizes": ODD_SIZES, "pct": 80, "vs_baseline": 1.0},
+    # 4097x3001 moves 98 MB, too few for a copy of the same bytes to reach the full rate (94% of
+    # it on the H200): by CONVENTIONS.md its bar is stated against that same-bytes copy
+    {"sizes": [(4097, 3001)], "size_pct": 80, "vs_baseline": 1.0},
+    {"sizes": [s for s in ODD_SIZES if s != (4097, 3001)], "pct": 80, "vs_baseline": 1.0},
 ]

@@ -27,7 +27,7 @@ VERSIONS = {
     "v5": "v4 + grouped block order (8 tile-rows) for L2 reuse",
     "v6": "autotuned: a configuration per shape from a measured table",
 }
-BEST = "v6"   # a guess until the GPU run: the lead corrects it from results/day25.json
+BEST = "v1"   # fastest at 4096^3 and at every bench size (H200, 2026-11-23): day 8's v7; v2-v6 measured slower
 SIZE_HELP = day07.SIZE_HELP
 SIZES = {"small": (64, 48, 80), "default": (4096, 4096, 4096), "large": (8192, 1024, 8192)}
 # ragged: 1, 31, 33, 17, non-multiples of every tile (64, 128) and of BK (8, 16); K % 4 or

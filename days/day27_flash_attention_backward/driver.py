@@ -29,8 +29,9 @@ VERSIONS = {
     "v3": "deterministic: dK/dV kernel + Q-outer dQ kernel, no atomics",
     "v4": "v3 + padded tiles, float4 shared loads, exp2, mask on edge tiles only",
     "v5": "v4's tiles with v2's atomic dQ: one kernel, 5 products instead of 7",
+    "v6": "v5 with 4x8-thread warps (1 wavefront a shared read), cp.async Q/dO, 16-byte dQ adds",
 }
-BEST = "v5"   # fastest at 32x4096x64 (H200, 2026-11-23, .notes/day27_sweep.py)
+BEST = "v6"   # fastest at 32x4096x64, full and causal (H200, 2026-11-23, .notes/day27_sweep_v6.py)
 SIZE_HELP = "BHxNxDxM (batch*heads, sequence, head dim 64|128, mask 1 full|2 causal), e.g. 32x4096x64x2"
 SIZES = {"small": (2, 65, 64, CAUSAL), "default": (32, 4096, 64, CAUSAL),
          "large": (32, 4096, 128, CAUSAL)}
@@ -53,6 +54,11 @@ V4_CANDIDATES = {64: {"dkdv": ["bm64_bn64_b1", "bm64_bn128_b1", "bm32_bn64_b2", 
                        "dq": ["bm64_bn64_b1", "bm32_bn64_b1"]}}
 V5_TILES = {64: "bm32_bn64_b2", 128: "bm64_bn64_b1"}
 V5_CANDIDATES = {64: ["bm64_bn64_b1", "bm32_bn64_b2"], 128: ["bm64_bn64_b1", "bm32_bn64_b1"]}
+# v6's tiles: BM x BN, S Q/dO stages (2: cp.async double buffer), min blocks/SM. Not yet
+# measured: the lead sets V6_TILES (and BEST) from .notes/day27_sweep_v6.py
+V6_TILES = {64: "bm64_bn128_s2_b1", 128: "bm64_bn64_s1_b1"}   # fastest per head dim (H200, 2026-11-23, .notes/day27_sweep_v6.py)
+V6_CANDIDATES = {64: ["bm64_bn64_s2_b1", "bm32_bn64_s2_b2", "bm64_bn128_s2_b1", "bm32_bn128_s2_b1"],
+                 128: ["bm32_bn64_s2_b1", "bm64_bn64_s1_b1"]}
 TILE_V23 = (64, 64)      # v2/v3: BM x BN
 REF_SCORES = 1 << 25     # the float64 reference computes at most this many scores (2 heads
                          # of 4096^2); larger cases repeat their heads
@@ -84,6 +90,12 @@ def smem_bytes(kind, d, bm, bn, fast):
     bp = bn + 16 if fast else bn
     floats = 2 * bn * dp + 2 * bm * dp + (2 if kind == "dkdv" else 1) * bm * bp + 2 * bm
     return 4 * floats
+
+
+def v6_smem_bytes(d, bm, bn, stages):
+    """kernel.cu's V6::SMEM_FLOATS, in bytes: K, V; per stage Q, dO, LSE, D; P, dS (rows BN + 8)."""
+    dp = d + 4
+    return 4 * (2 * bn * dp + stages * (2 * bm * dp + 2 * bm) + 2 * bm * (bn + 8))
 
 
 def tolerance(r64, q, k, v, o, do, lse, causal, total_heads, budget=1 << 22):
@@ -182,6 +194,25 @@ def launch_v5(d, tile=None, kern=None):
     flash(f"fa_bwd_v5_d{dd}_{tile}", "dkdv", d, Dv, *_tile(tile), True, kern)
 
 
+def v6_tile(name):
+    """'bm64_bn128_s2_b1' -> (64, 128, 2)."""
+    bm, bn, st, _ = name.split("_")
+    return int(bm[2:]), int(bn[2:]), int(st[1:])
+
+
+def launch_v6(d, tile=None, kern=None):
+    """v6 with the named tile candidate (default V6_TILES): D (and dQ = 0), then one kernel."""
+    bh, n, dd, m = d.size
+    tile = tile or V6_TILES[dd]
+    bm, bn, stages = v6_tile(tile)
+    Dv = preprocess(d, zero_dq=True)
+    smem = v6_smem_bytes(dd, bm, bn, stages)
+    fn = (kern or K)(f"fa_bwd_v6_d{dd}_{tile}", SIG, dynamic_smem=smem)
+    fn.prepared_call((bh, H.cdiv(n, bn), 1), (THREADS, 1, 1), d.Q, d.K, d.V, d.dO, d.LSE, Dv,
+                     d.dQ, d.dK, d.dV, n, np.float32(1.0 / np.sqrt(dd)), int(m == CAUSAL),
+                     shared_size=smem)
+
+
 def launch(version, d):
     version = A.version(version, VERSIONS)   # never run some other kernel for an unknown name
     bh, n, dd, m = d.size
@@ -192,6 +223,9 @@ def launch(version, d):
         return
     if version == "v5":
         launch_v5(d)
+        return
+    if version == "v6":
+        launch_v6(d)
         return
     Dv = preprocess(d, zero_dq=version == "v2")
     if version == "v1":
@@ -247,7 +281,7 @@ def attention_backward(q, k, v, o, do, lse, causal=False, version=BEST):
     float32: q, k, v, o (the forward's output), do (dL/dO) all [BH, N, d] or [B, H, N, d] with
     d = 64 or 128, lse [BH, N] or [B, H, N] the forward's row logsumexp (natural log of
     sum_j exp(q_i . k_j / sqrt(d))). An empty input returns empty gradients without a launch.
-    v2 and v5 add dQ with atomics (its last bits may differ run to run); v3 and v4 do not."""
+    v2, v5 and v6 add dQ with atomics (its last bits may differ run to run); v3 and v4 do not."""
     version = A.version(version, VERSIONS)
     if not isinstance(causal, (bool, np.bool_)):
         raise TypeError(f"causal must be True or False, got {type(causal).__name__} {causal!r}")

@@ -153,8 +153,55 @@ def test_every_v4_candidate_is_a_kernel_and_fits_shared_memory():
     assert driver.smem_bytes("dq", 128, 64, 64, False) == 4 * (4 * 64 * 128 + 64 * 64 + 128)
 
 
+def test_every_v6_candidate_is_a_kernel_and_fits_shared_memory():
+    for d, names in driver.V6_CANDIDATES.items():
+        assert driver.V6_TILES[d] in names
+        for name in names:
+            assert f"fa_bwd_v6_d{d}_{name}," in KERNEL, name
+            bm, bn, stages = driver.v6_tile(name)
+            smem = driver.v6_smem_bytes(d, bm, bn, stages)
+            assert smem <= 227 * 1024
+            if name.endswith("_b2"):   # two blocks an SM: 228 KB, 1 KB reserved per block
+                assert 2 * (smem + 1024) <= 228 * 1024, name
+    # K V, two stages of (Q dO lse D), P dS with rows of BN + 8 (64x64, d = 64)
+    assert driver.v6_smem_bytes(64, 64, 64, 2) == 4 * (2 * 64 * 68 + 2 * (2 * 64 * 68 + 128) + 2 * 64 * 72)
+    assert driver.v6_tile("bm32_bn128_s2_b1") == (32, 128, 2)
+
+
+def _wavefronts(addrs):
+    """Shared-memory wavefronts of one warp's 16-byte loads at float offsets `addrs`: the most
+    distinct 4-byte words that fall in one of the 32 banks."""
+    words = {a + i for a in addrs for i in range(4)}
+    return max(sum(1 for w in words if w % 32 == b) for b in range(32))
+
+
+def _v6_threads():
+    for t in range(256):
+        w, lane = divmod(t, 32)
+        yield w, 4 * (w // 2) + lane // 8, 8 * (w % 2) + lane % 8
+
+
+def test_v6_thread_grid_is_a_permutation_and_every_shared_read_is_one_wavefront():
+    # the mapping below is kernel.cu's v6_thread
+    assert "ty = 4 * (w >> 1) + (l >> 3);" in KERNEL and "tx = 8 * (w & 1) + (l & 7);" in KERNEL
+    assert sorted((ty, tx) for _, ty, tx in _v6_threads()) == [(y, x) for y in range(16) for x in range(16)]
+    dp = 64 + 4
+    for bn in (64, 128):
+        bp, rn = bn + 8, bn // 16
+        for w in range(8):
+            lanes = [(ty, tx) for ww, ty, tx in _v6_threads() if ww == w]
+            assert _wavefronts([ty * dp for ty, _ in lanes]) == 1           # Q/dO rows ty (S, dP)
+            assert _wavefronts([tx * dp for _, tx in lanes]) == 1           # K/V rows tx (S, dP)
+            assert _wavefronts([ty * rn for ty, _ in lanes]) == 1           # P/dS row r (dV, dK)
+            assert _wavefronts([4 * tx for _, tx in lanes]) == 1            # dO/Q/K row, 4 tx
+            assert _wavefronts([ty * bp for ty, _ in lanes]) == 1           # dS rows ty (dQ)
+    # v2-v5's warp (2 ty x 16 tx) reads 16 K rows: two wavefronts even padded
+    assert _wavefronts([tx * dp for tx in range(16)]) == 2
+
+
 def test_every_version_has_its_kernels():
-    for name in ("fa_bwd_v1_scores", "fa_bwd_v2_d64", "fa_bwd_v3_dq_d128", "fa_bwd_preprocess"):
+    for name in ("fa_bwd_v1_scores", "fa_bwd_v2_d64", "fa_bwd_v3_dq_d128", "fa_bwd_preprocess",
+                 "fa_bwd_v6_d64_bm64_bn64_s2_b1"):
         assert re.search(rf"\b{name}\b", KERNEL)
 
 
@@ -236,6 +283,17 @@ def test_gpu_every_version_matches_finite_differences(gpu):
     assert set(fd) == set(driver.VERSIONS)
     for v, r in fd.items():
         assert r["ok"], f"{v}: {r['rel_err']:.1e}"
+
+
+@pytest.mark.parametrize("tile", sorted({t for ts in driver.V6_CANDIDATES.values() for t in ts}))
+def test_gpu_every_v6_candidate_matches_float64(gpu, tile):
+    for size in ((2, 200, 64, driver.CAUSAL), (1, 130, 64, driver.FULL), (2, 65, 128, driver.CAUSAL),
+                 (1, 130, 128, driver.FULL)):
+        if tile not in driver.V6_CANDIDATES[size[2]]:
+            continue
+        case = driver.make_case(size, np.random.default_rng(7))
+        r = H.check(lambda v, d: driver.launch_v6(d, tile), "v6", case)
+        assert r.ok, f"{tile} at {size}: {r.message}"
 
 
 @pytest.mark.parametrize("version", ["v3", "v4"])
