@@ -24,6 +24,16 @@ def torch_or_none():
     return torch if torch.cuda.is_available() else None
 
 
+def torch_fp32():
+    """torch_or_none() with TF32 off for matmuls and cuDNN: the project's fp32 baselines run in
+    true fp32 (CUDA cores, or tensor cores only where torch emulates fp32 exactly)."""
+    torch = torch_or_none()
+    if torch is not None:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    return torch
+
+
 def as_torch(gpuarray):
     """A torch view of a pycuda GPUArray (no copy, through __cuda_array_interface__)."""
     torch = torch_or_none()

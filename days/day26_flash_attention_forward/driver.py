@@ -11,7 +11,7 @@ import numpy as np
 
 from common import args as A
 from common import harness as H
-from common.baselines import as_torch, torch_or_none
+from common.baselines import as_torch, torch_fp32, torch_or_none
 
 from . import reference
 
@@ -192,11 +192,9 @@ def _sdpa(torch, q, k, v, causal):
 
 
 def baselines(d):
-    torch = torch_or_none()
+    torch = torch_fp32()
     if torch is None:
         return {}
-    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 GEMMs where torch uses cuBLAS
-    torch.backends.cudnn.allow_tf32 = False
     q, k, v = (as_torch(d.array(x))[None] for x in ("q", "k", "v"))
     causal = d.size[3] == CAUSAL
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -307,10 +305,9 @@ def sdpa_kernels(size=(32, 4096, 64, FULL)):
     """The GPU kernels torch SDPA launches at a bench size (names the backend it picked)."""
     from common.baselines import kernels_launched
 
-    torch = torch_or_none()
+    torch = torch_fp32()
     if torch is None:
         return None
-    torch.backends.cuda.matmul.allow_tf32 = False
     bh, n, dd, _ = size
     q, k, v = (torch.randn(1, bh, n, dd, device="cuda") for _ in range(3))
     rows = []

@@ -13,7 +13,7 @@ import numpy as np
 
 from common import args as A
 from common import harness as H
-from common.baselines import as_torch, torch_or_none
+from common.baselines import as_torch, torch_fp32, torch_or_none
 
 from . import reference
 
@@ -249,9 +249,7 @@ def launch(version, d):
 def torch_sdpa_backward(d):
     """torch SDPA's backward on the case's device arrays: the forward runs once here (outside
     any timing, fp32, TF32 off); the returned fn() runs only torch.autograd.grad."""
-    torch = torch_or_none()
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    torch = torch_fp32()
     F = torch.nn.functional
     bh, n, dd, m = d.size
     q, k, v = (as_torch(d.array(x)).view(1, bh, n, dd).detach().requires_grad_() for x in "QKV")

@@ -14,7 +14,7 @@ import numpy as np
 
 from common import args as A
 from common import harness as H
-from common.baselines import as_torch, torch_or_none
+from common.baselines import as_torch, torch_fp32, torch_or_none
 
 from . import reference
 
@@ -258,8 +258,7 @@ def launch(version, d):
 def torch_module(d):
     """A torch.nn.MultiheadAttention(C, H, batch_first=True) on the GPU holding the case's
     weights (torch keeps them [out, in]: the transposes of ours), TF32 off."""
-    torch = torch_or_none()
-    torch.backends.cuda.matmul.allow_tf32 = False
+    torch = torch_fp32()
     b, n, c, h = d.size
     mod = torch.nn.MultiheadAttention(c, h, batch_first=True, device="cuda", dtype=torch.float32)
     with torch.no_grad():
@@ -273,8 +272,7 @@ def torch_module(d):
 def torch_stages(d):
     """torch's composition: F.linear (cuBLAS), SDPA on strided q, k, v views, the [B, H, T, d]
     -> [B, T, C] copy, F.linear. [(stage, fn)]; the last fn returns y."""
-    torch = torch_or_none()
-    torch.backends.cuda.matmul.allow_tf32 = False
+    torch = torch_fp32()
     F = torch.nn.functional
     b, n, c, h = d.size
     causal = bool(d.params.get("causal", False))

@@ -210,7 +210,7 @@ def launch(version, d):
 def baselines(d):
     """cuBLAS strided-batched SGEMM (true fp32) and torch.bmm with TF32 off, into the same C.
     Both return C, so the runner checks their answers too."""
-    from common.baselines import as_torch, sgemm_strided_batched, torch_or_none
+    from common.baselines import as_torch, sgemm_strided_batched, torch_fp32
 
     batch, m, k, n = d.size
     out = d.array("c")
@@ -220,9 +220,8 @@ def baselines(d):
         return out
 
     libs = {CUBLAS: cublas}
-    torch = torch_or_none()
+    torch = torch_fp32()                 # fp32 on CUDA cores, as cuBLAS above
     if torch is not None:
-        torch.backends.cuda.matmul.allow_tf32 = False   # fp32 on CUDA cores, as cuBLAS above
         ta, tb, tc = as_torch(d.array("a")), as_torch(d.array("b")), as_torch(out)
         libs[TORCH] = lambda: torch.bmm(ta, tb, out=tc)
     return libs

@@ -10,7 +10,7 @@ import numpy as np
 
 from common import args as A
 from common import harness as H
-from common.baselines import as_torch, torch_or_none
+from common.baselines import as_torch, torch_fp32, torch_or_none
 
 from . import reference
 
@@ -234,10 +234,9 @@ def baselines(d):
 
 def torch_stages(d):
     """torch eager's MLP as callables: each stage on its own, and "all" (the whole forward)."""
-    import torch
     import torch.nn.functional as F
 
-    torch.backends.cuda.matmul.allow_tf32 = False
+    torch_fp32()                                     # fp32 GEMMs, TF32 off
     bt, c = d.size
     eps = d.params["eps"]
     x, lnw, lnb = as_torch(d.array("x")), as_torch(d.array("ln_w")), as_torch(d.array("ln_b"))
@@ -250,7 +249,6 @@ def torch_stages(d):
     f2 = F.linear(h, w2t, b2)
 
     def all_():
-        torch.backends.cuda.matmul.allow_tf32 = False
         a = F.layer_norm(x, (c,), lnw, lnb, eps)
         a = F.gelu(F.linear(a, w1t, b1), approximate="tanh")
         return F.linear(a, w2t, b2) + x
