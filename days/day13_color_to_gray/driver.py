@@ -13,8 +13,9 @@ import numpy as np
 
 from common import args as A
 from common import harness as H
+from common import image_io
 
-from . import image_io, reference
+from . import reference
 
 K = H.Kernels(__file__)
 BLOCK_2D = (32, 8, 1)   # v1, v2: x along columns (the warp reads 32 consecutive pixels)

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from common.harness import ROOT
-from days.day13_color_to_gray import image_io, reference
+from common import image_io
+from days.day13_color_to_gray import reference
 
 PHOTO = ROOT / "data" / "day13_astronaut.ppm"
 PHOTO_SHA256 = "07b5a5bf3b50328f1fa86ed445d32031588049d28add8eacaa382f683c933b07"
