@@ -172,17 +172,21 @@ GEMM_EX_MODES = {  # mode -> (A/B type, C type, compute type)
 
 
 def gemm_ex(a_ptr, b_ptr, c_ptr, m: int, n: int, k: int, mode: str = "tf32",
-            alpha: float = 1.0, beta: float = 0.0):
+            alpha: float = 1.0, beta: float = 0.0, b_transposed: bool = False):
     """Row-major C[m,n] = alpha * A[m,k] @ B[k,n] + beta * C through cublasGemmEx: mode "fp32"
     (CUDA cores), "tf32" (tensor cores, fp32 in/out), "bf16" or "fp16" (16-bit in and out, fp32
-    accumulation; pointers to 2-byte elements). Same column-major trick as sgemm()."""
+    accumulation; pointers to 2-byte elements). Same column-major trick as sgemm().
+    b_transposed: B is stored [n, k] (a Linear layer's weight) and C = A @ B^T."""
     if mode not in GEMM_EX_MODES:
         raise ValueError(f"mode {mode!r}: one of {', '.join(GEMM_EX_MODES)}")
     ab, ct, compute = GEMM_EX_MODES[mode]
     lib, h = cublas()
     _ok(lib.cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode")
     al, be = ctypes.c_float(alpha), ctypes.c_float(beta)
-    _ok(lib.cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, ctypes.byref(al),
-                         _ptr(b_ptr), ab, n, _ptr(a_ptr), ab, k, ctypes.byref(be),
+    # column-major C^T[n,m] = B'[n,k] A^T[k,m]: B' is B^T read as stored (ld n), or, when B is
+    # stored [n, k], that storage read as a k x n column-major matrix and transposed (ld k)
+    op_b, ldb = (CUBLAS_OP_T, k) if b_transposed else (CUBLAS_OP_N, n)
+    _ok(lib.cublasGemmEx(h, op_b, CUBLAS_OP_N, n, m, k, ctypes.byref(al),
+                         _ptr(b_ptr), ab, ldb, _ptr(a_ptr), ab, k, ctypes.byref(be),
                          _ptr(c_ptr), ct, n, compute, CUBLAS_GEMM_DEFAULT),
         "cublasGemmEx")

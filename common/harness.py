@@ -58,6 +58,8 @@ class Case:
     unit: str = "fp32"                                # compute unit for the FLOP ceiling
     tol: float | dict | None = None                   # rel-L2 tolerance (default: by output dtype)
     params: dict = field(default_factory=dict)        # scalars the launch needs
+    decode: dict = field(default_factory=dict)        # output name -> fn(raw host array) -> floats
+                                                      # (bf16 bits, fp8 codes) before the check
     seed: int | None = None
     _expected: dict | None = field(default=None, repr=False)
 
@@ -129,7 +131,10 @@ class DeviceCase:
                 cuda.memset_d8(a.gpudata, 0xFF, a.nbytes)
 
     def outputs(self) -> dict:
-        return {k: self.arrays[k].get() for k in self.case.outputs}
+        """The outputs on the host, decoded where the case says how (bf16 bits -> float32)."""
+        dec = self.case.decode
+        return {k: dec[k](self.arrays[k].get()) if k in dec else self.arrays[k].get()
+                for k in self.case.outputs}
 
 
 class Kernels:

@@ -179,7 +179,10 @@ def bench_size(drv, rep: Report, versions: list[str], size: tuple, *, timed: boo
 def to_host(out) -> np.ndarray:
     """A library's result on the host: torch tensors, CuPy/pycuda arrays (.get()), numpy."""
     if hasattr(out, "detach"):
-        return out.detach().cpu().numpy()
+        out = out.detach()
+        if str(out.dtype) in ("torch.bfloat16", "torch.float8_e4m3fn", "torch.float8_e5m2"):
+            out = out.float()          # numpy has no such dtypes
+        return out.cpu().numpy()
     if hasattr(out, "get") and not isinstance(out, dict):
         return np.asarray(out.get())
     return np.asarray(out)

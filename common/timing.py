@@ -240,10 +240,16 @@ def datasheet_bandwidth_gbps() -> float | None:
 
 # Datasheet dense rates in TFLOP/s (SXM parts; H200 shares the H100's arithmetic). These are
 # vendor figures, not measurements: the reports say so.
+# dp4a (int8 dot products on the CUDA cores, 4 multiply-adds = 8 ops an instruction): no
+# datasheet lists it; 64 instructions a clock an SM (measured on an H200, 2026-11-26:
+# .notes/probe_31_43.md) x 8 ops x SMs x boost clock
 DATASHEET_TFLOPS = {
-    "H100 PCIe": {"fp32": 51.2, "tf32": 378, "bf16": 756, "fp16": 756, "fp8": 1513, "int8": 1513},
-    "H100": {"fp32": 66.9, "tf32": 495, "bf16": 989, "fp16": 989, "fp8": 1979, "int8": 1979},
-    "H200": {"fp32": 66.9, "tf32": 495, "bf16": 989, "fp16": 989, "fp8": 1979, "int8": 1979},
+    "H100 PCIe": {"fp32": 51.2, "tf32": 378, "bf16": 756, "fp16": 756, "fp8": 1513, "int8": 1513,
+                  "dp4a": 102.4},
+    "H100": {"fp32": 66.9, "tf32": 495, "bf16": 989, "fp16": 989, "fp8": 1979, "int8": 1979,
+             "dp4a": 133.8},
+    "H200": {"fp32": 66.9, "tf32": 495, "bf16": 989, "fp16": 989, "fp8": 1979, "int8": 1979,
+             "dp4a": 133.8},
     "A100": {"fp32": 19.5, "tf32": 156, "bf16": 312, "fp16": 312, "int8": 624},
     "L4": {"fp32": 30.3, "tf32": 60, "bf16": 121, "fp16": 121, "fp8": 242, "int8": 242},
 }
