@@ -203,7 +203,7 @@ __device__ __forceinline__ void gemm_ws(const CUtensorMap *amap, const CUtensorM
     const int wg = threadIdx.x / 128;
     const int tiles_m = (M + WS_BM - 1) / WS_BM, tiles_n = (N + WS_BN - 1) / WS_BN;
     const int nk = (K + BK - 1) / BK;
-    uint32_t rank = 0;
+    uint32_t rank = 0;                   // this block's rank in its cluster
     if constexpr (CLUSTER > 1) asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
 
     if (threadIdx.x == 0) {
