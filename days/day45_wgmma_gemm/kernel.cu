@@ -327,3 +327,19 @@ extern "C" __global__ void pad_k_v0(const bf16 *__restrict__ src, bf16 *__restri
         dst[i] = k < K ? src[(size_t)r * K + k] : __float2bfloat16_rn(0.f);
     }
 }
+
+#ifdef DAY45_SWEEP
+// .notes/day45_sweep.py: the grouped order's group size, and v6's cluster with fewer stages
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(WS_THREADS, 1) gemm_v6_g4(WS_ARGS) {
+    gemm_ws<4, true, 2, 2, 4>(amap, bmap, C, M, N, K);
+}
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(WS_THREADS, 1) gemm_v6_g16(WS_ARGS) {
+    gemm_ws<4, true, 2, 2, 16>(amap, bmap, C, M, N, K);
+}
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(WS_THREADS, 1) gemm_v6_i1(WS_ARGS) {
+    gemm_ws<4, true, 1, 2, 8>(amap, bmap, C, M, N, K);
+}
+extern "C" __global__ void __launch_bounds__(WS_THREADS, 1) gemm_v4_g16(WS_ARGS) {
+    gemm_ws<4, true, 1, 1, 16>(amap, bmap, C, M, N, K);
+}
+#endif
