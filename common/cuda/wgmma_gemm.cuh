@@ -1,0 +1,600 @@
+// wgmma_gemm.cuh: day 45's warp-specialised bf16 GEMM on Hopper (sm_90a), generalised for the
+// days built on it: day 48 (split-K and stream-K) and day 49 (epilogue fusion).
+//
+//   C[M, N] = A[M, K] . B[N, K]^T       bf16 in (both K-major), fp32 accumulate
+//
+// The block (384 threads) is day 45's: warpgroup 0 is the PRODUCER (one thread issues TMA copies
+// of A 128x64 and B BNx64 boxes into a ring of STAGES shared-memory stages, each with a `full`
+// and an `empty` mbarrier); warpgroups 1 and 2 are CONSUMERS (each runs wgmma m64nBNk16 on its
+// 64 rows of the 128-row tile, accumulators in registers). Blocks are persistent: each walks a
+// list of WORK UNITS, and the producer runs ahead into the next unit while the consumers finish
+// this one. What used to be fixed in day 45 is now a template argument:
+//
+//   Schedule   which units a block does. A unit is a tile (tm, tn) and the k-blocks
+//              [kb0, kb1) of it that this block accumulates:
+//                DataParallel  whole tiles, tile t = first, first + step, ... (day 45)
+//                SplitK        tile x slice: S slices of the K range per tile (day 48)
+//                StreamK       an equal share of all (tile, k-block) iterations per block,
+//                              after `dp_tiles` whole tiles (day 48)
+//   Epilogue   what the consumers do with a unit's accumulators:
+//                StoreBF16     round to bf16 and store (day 45); its store_bf16() takes an
+//                              element-wise op too (day 49's bias / GELU / residual)
+//                SplitKFixup   day 48 v3: every slice writes an fp32 partial; the last slice
+//                              of a tile to arrive (per-tile counter) adds all of them in
+//                              slice order and runs the inner epilogue
+//                StreamKFixup  day 48 v4: the block that did a tile's k-block 0 waits for the
+//                              blocks that did the rest (one flag each), adds their partials
+//                              in block order, runs the inner epilogue
+//
+// Interface of an epilogue (called by the 256 consumer threads; c = 0 or 1, the consumer
+// warpgroup, whose 64 rows start at u.tm * BM + 64 c; `smem` = the dynamic shared memory after
+// the ring, `extra` bytes of it, 1024-byte aligned):
+//     __device__ void begin(const Unit &u, int c, uint8_t *smem);          before the unit's mainloop
+//     __device__ void operator()(const Unit &u, float (&d)[BN / 2], int c, uint8_t *smem);
+//     __device__ void end(int c, uint8_t *smem);                           after the block's last unit
+// A kernel is (384 threads, __launch_bounds__(384, 1), dynamic shared memory
+// smem_bytes<BN, STAGES>(extra), cluster dims (CLUSTER, 1, 1) when CLUSTER > 1):
+//     Geometry g = Geometry::make(M, N, K, BN, CLUSTER);
+//     DataParallel<8> s(g, blockIdx.x / CLUSTER, gridDim.x / CLUSTER, cluster_rank<CLUSTER>());
+//     StoreBF16<BN> e{C, M, N};
+//     run<BN, STAGES, CLUSTER, INFLIGHT>(amap, bmap, s, e);
+// Tensor maps (common/tma.py, uploaded): A dims (K, M) box (64, 128), B dims (K, N) box
+// (64, BN / CLUSTER), both 128-byte swizzle; K a multiple of 8 (rows of 16-byte multiples).
+// Named barriers: 0 is __syncthreads, 1 joins the two consumer warpgroups (consumer_sync);
+// epilogues may use 2 and up for their own.
+#pragma once
+#include <cuda_bf16.h>
+#include <cstdint>
+
+#include "tma.cuh"
+#include "wgmma.cuh"
+
+namespace cuda100 {
+namespace wsgemm {
+
+typedef __nv_bfloat16 bf16;
+
+constexpr int BK = 64;                 // a k-block: one 128-byte swizzle row of bf16
+constexpr int BM = 128;                // tile rows: two consumer warpgroups of 64
+constexpr int THREADS = 384;           // producer warpgroup + two consumer warpgroups
+constexpr int CONSUMER_THREADS = 256;
+constexpr int PRODUCER_REGS = 40;      // setmaxnreg: 40 x 128 + 232 x 256 = 64512 <= 65536
+constexpr int CONSUMER_REGS = 232;
+
+template <int BN>
+struct Tile {
+    static_assert(BN == 128 || BN == 256, "BN is 128 or 256 (wgmma m64n128k16 / m64n256k16)");
+    static constexpr int ACC = BN / 2;                       // fp32 accumulators per consumer thread
+    static constexpr int STAGE_BYTES = (BM + BN) * BK * 2;   // one k-block of A and B, bf16
+    static constexpr int ELEMS = BM * BN;                    // floats of one fp32 partial tile
+};
+
+// Dynamic shared memory of a kernel: the ring, `extra` bytes for the epilogue, 1024 to align.
+template <int BN, int STAGES>
+__host__ __device__ constexpr int smem_bytes(int extra = 0) {
+    return STAGES * Tile<BN>::STAGE_BYTES + extra + 1024;
+}
+
+__device__ __forceinline__ uint8_t *align1024(uint8_t *p) {
+    // the 128-byte swizzle repeats every 1024 bytes: tiles start on that grid
+    const uint32_t a = tma::smem_addr(p);
+    return p + ((1024 - (a & 1023)) & 1023);
+}
+
+template <int CLUSTER>
+__device__ __forceinline__ int cluster_rank() {
+    uint32_t r = 0;
+    if constexpr (CLUSTER > 1) asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return (int)r;
+}
+
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Problem geometry and work units
+
+struct Geometry {
+    int M, N, K;
+    int tiles_m, tiles_n;   // 128-row and BN-column tiles
+    int nk;                 // k-blocks of 64
+    int cluster;            // blocks per cluster along M (they share B by multicast)
+    int units_m;            // row units of the schedule: pairs of row tiles when cluster = 2
+
+    __device__ static Geometry make(int M, int N, int K, int bn, int cluster) {
+        Geometry g;
+        g.M = M; g.N = N; g.K = K;
+        g.tiles_m = (M + BM - 1) / BM;
+        g.tiles_n = (N + bn - 1) / bn;
+        g.nk = (K + BK - 1) / BK;
+        g.cluster = cluster;
+        g.units_m = (g.tiles_m + cluster - 1) / cluster;
+        return g;
+    }
+    // tiles in the schedule's order (cluster tiles of cluster x 1 tiles when cluster > 1)
+    __device__ int tiles() const { return units_m * tiles_n; }
+};
+
+struct Unit {
+    int tile;       // index of the (cluster) tile in the schedule's order
+    int tm, tn;     // this block's row tile and column tile; tm >= tiles_m only for the empty
+                    // half of a cluster pair (its loads read zeros, epilogues store nothing)
+    int kb0, kb1;   // the k-blocks [kb0, kb1) this unit accumulates
+    int slice;      // SplitK: which slice of K (0 otherwise)
+};
+
+// Tile t of the order -> (row unit, column tile). GROUP > 0: groups of GROUP row units, walked
+// down the columns of a group, so the blocks running together share A and B panels in L2
+// (day 45); GROUP == 0: row-major.
+template <int GROUP>
+__device__ __forceinline__ void tile_order(int t, int units_m, int tiles_n, int &um, int &tn) {
+    if constexpr (GROUP == 0) {
+        um = t / tiles_n;
+        tn = t % tiles_n;
+    } else {
+        const int per_group = GROUP * tiles_n;
+        const int g = t / per_group, first = g * GROUP;
+        const int rows = min(units_m - first, GROUP);
+        const int in = t - g * per_group;
+        um = first + in % rows;
+        tn = in / rows;
+    }
+}
+
+template <int GROUP>
+__device__ __forceinline__ Unit make_unit(const Geometry &g, int t, int kb0, int kb1, int rank,
+                                          int slice = 0) {
+    Unit u;
+    int um;
+    tile_order<GROUP>(t, g.units_m, g.tiles_n, um, u.tn);
+    u.tile = t;
+    u.tm = um * g.cluster + rank;
+    u.kb0 = kb0;
+    u.kb1 = kb1;
+    u.slice = slice;
+    return u;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Schedules: `bool next(Unit &u)` gives the block's units in order. The producer and the
+// consumers each walk their own copy; both see the same list.
+
+// Whole tiles: first, first + step, ... (persistent: first = block, step = blocks; one tile per
+// block: first = linear block index, step = tiles).
+template <int GROUP>
+struct DataParallel {
+    Geometry g;
+    int t, step, rank;
+    __device__ DataParallel(const Geometry &g_, int first, int step_, int rank_)
+        : g(g_), t(first), step(step_), rank(rank_) {}
+    __device__ bool next(Unit &u) {
+        if (t >= g.tiles()) return false;
+        u = make_unit<GROUP>(g, t, 0, g.nk, rank);
+        t += step;
+        return true;
+    }
+};
+
+// The number of slices a kernel really uses: at least 1, at most one k-block each.
+__device__ __forceinline__ int clamp_slices(int slices, int nk) { return max(1, min(slices, nk)); }
+
+// Split-K: unit u = slice * tiles + tile (slice-major: the units that run at the same time are
+// the same slice of neighbouring tiles, which share A and B panels at the same k); slice s
+// covers k-blocks [s nk / S, (s + 1) nk / S).
+template <int GROUP>
+struct SplitK {
+    Geometry g;
+    int u, step, rank, slices;
+    __device__ SplitK(const Geometry &g_, int slices_, int first, int step_, int rank_)
+        : g(g_), u(first), step(step_), rank(rank_), slices(clamp_slices(slices_, g_.nk)) {}
+    __device__ int kb_begin(int s) const { return (int)((long long)s * g.nk / slices); }
+    __device__ bool next(Unit &out) {
+        const int tiles = g.tiles();
+        if (u >= tiles * slices) return false;
+        const int s = u / tiles, t = u - s * tiles;
+        out = make_unit<GROUP>(g, t, kb_begin(s), kb_begin(s + 1), rank, s);
+        u += step;
+        return true;
+    }
+};
+
+// Stream-K: the first dp_tiles tiles go whole to blocks round-robin (data-parallel waves); the
+// iterations (tile, k-block) of the remaining tiles, numbered tile-major, are cut into
+// sk_blocks contiguous ranges, one per block (blocks >= sk_blocks get none): q = iters /
+// sk_blocks each, and the first iters % sk_blocks blocks one more. A range crosses tile
+// boundaries, so a tile may be shared by several consecutive blocks: the one that holds its
+// k-block 0 (the tile's OWNER; for it that is the range's last unit) finishes it; the others
+// (whose ranges start inside the tile: their first unit) hand over fp32 partials.
+// 32-bit iteration counts: the host keeps tiles x nk below 2^31. The plan keeps the launch's
+// own numbers and derives the rest where it is needed (values kept live from the prologue
+// through the mainloop cost consumer registers; kernel parameters can be re-read instead).
+struct StreamKPlan {
+    int tiles, nk, dp_arg, sk_arg;    // tiles, k-blocks, the launch's dp_tiles and sk_blocks
+    __device__ int dp_tiles() const { return max(0, min(dp_arg, tiles)); }
+    __device__ int iters() const { return (tiles - dp_tiles()) * nk; }
+    // never more ranges than iterations: every range holds at least one
+    __device__ int sk_blocks() const { return max(1, min(sk_arg, iters())); }
+};
+
+struct StreamKRanges {
+    int blocks, q, r;       // ranges; iterations per range, and how many ranges hold one more
+    __device__ explicit StreamKRanges(const StreamKPlan &p) {
+        const int iters = p.iters();
+        blocks = p.sk_blocks();
+        q = iters / blocks;
+        r = iters - q * blocks;
+    }
+    // first stream-K iteration of block b's range (b >= blocks: empty ranges at the end)
+    __device__ int begin(int b) const {
+        b = min(b, blocks);
+        return b * q + min(b, r);
+    }
+};
+
+// (The ranges are worked out on the first next(), inside the producer's or the consumers' own
+// code: a value computed before the warpgroups part ways lives through setmaxnreg, and ptxas
+// spills it.)
+template <int GROUP>
+struct StreamK {
+    Geometry g;
+    StreamKPlan p;
+    int blk, t, step, rank;
+    int it, hi;            // this block's remaining stream-K iterations [it, hi); it < 0: not yet
+    __device__ StreamK(const Geometry &g_, const StreamKPlan &p_, int blk_, int blocks, int rank_)
+        : g(g_), p(p_), blk(blk_), t(blk_), step(blocks), rank(rank_), it(-1), hi(0) {}
+    __device__ bool next(Unit &u) {
+        if (t < p.dp_tiles()) {
+            u = make_unit<GROUP>(g, t, 0, g.nk, rank);
+            t += step;
+            return true;
+        }
+        if (it < 0) {
+            const StreamKRanges rg(p);
+            it = rg.begin(blk);
+            hi = rg.begin(blk + 1);
+        }
+        if (it >= hi) return false;
+        const int tile = it / g.nk;
+        const int k0 = it - tile * g.nk;
+        const int k1 = min(g.nk, k0 + (hi - it));
+        u = make_unit<GROUP>(g, p.dp_tiles() + tile, k0, k1, rank);
+        it += k1 - k0;
+        return true;
+    }
+};
+
+// ---------------------------------------------------------------------------------------------
+// The mainloop pieces
+
+// One k-block (64 deep) of a warpgroup's 64 x BN tile: four wgmma k16 steps. sA: the
+// warpgroup's 64 rows of A (64 x 64), sB: the BN rows of B (BN x 64), as TMA swizzled them.
+template <int BN>
+__device__ __forceinline__ void mma_kblock(float (&d)[BN / 2], const bf16 *sA, const bf16 *sB,
+                                           bool first) {
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) {
+        const uint64_t da = wgmma::desc_k128(sA + kk * 16), db = wgmma::desc_k128(sB + kk * 16);
+        const int scale_d = (first && kk == 0) ? 0 : 1;
+        if constexpr (BN == 256) wgmma::m64n256k16_bf16(d, da, db, scale_d);
+        else wgmma::m64n128k16_bf16(d, da, db, scale_d);
+    }
+}
+
+// The whole kernel body. Sched: a schedule (above); Epi: an epilogue (below, or the day's own).
+// INFLIGHT: wgmma groups a consumer keeps in flight (1: wait for each k-block; 2: release the
+// previous k-block's stage while this one runs). CLUSTER: 1, or 2 blocks along M sharing B by
+// multicast (each fetches half of the B box into both blocks' shared memory).
+template <int BN, int STAGES, int CLUSTER, int INFLIGHT, class Sched, class Epi>
+__device__ __forceinline__ void run(const CUtensorMap *amap, const CUtensorMap *bmap, Sched sched,
+                                    Epi &epi) {
+    using T = Tile<BN>;
+    static_assert(INFLIGHT == 1 || INFLIGHT == 2, "INFLIGHT is 1 or 2");
+    static_assert(CLUSTER == 1 || CLUSTER == 2, "CLUSTER is 1 or 2");
+    extern __shared__ uint8_t wsgemm_smem[];
+    uint8_t *base = align1024(wsgemm_smem);
+    uint8_t *extra = base + STAGES * T::STAGE_BYTES;       // the epilogue's shared memory
+    __shared__ uint64_t full[STAGES], empty[STAGES];
+    const int wg = threadIdx.x / 128;
+    const int rank = cluster_rank<CLUSTER>();
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            tma::mbar_init(&full[s], 1);                // the producer's arrive.expect_tx
+            tma::mbar_init(&empty[s], 2 * CLUSTER);     // every consumer warpgroup of the cluster
+        }
+        tma::fence_barrier_init();
+    }
+    if constexpr (CLUSTER > 1) cluster_sync();
+    else __syncthreads();
+
+    if (wg == 0) {
+        wgmma::setmaxnreg_dec<PRODUCER_REGS>();
+        if (threadIdx.x == 0) {
+            Unit u;
+            int it = 0;                                 // k-blocks loaded so far (all units)
+            while (sched.next(u)) {
+                const int m0 = u.tm * BM, n0 = u.tn * BN;
+                for (int kb = u.kb0; kb < u.kb1; ++kb, ++it) {
+                    const int s = it % STAGES, r = it / STAGES;
+                    if (r > 0) tma::mbar_wait(&empty[s], (r - 1) & 1);
+                    bf16 *sA = reinterpret_cast<bf16 *>(base + s * T::STAGE_BYTES);
+                    bf16 *sB = sA + BM * BK;
+                    tma::mbar_arrive_expect_tx(&full[s], T::STAGE_BYTES);
+                    tma::load_2d(sA, amap, &full[s], kb * BK, m0);
+                    if constexpr (CLUSTER > 1) {
+                        constexpr int HALF = BN / 2;
+                        tma::load_2d_multicast(sB + rank * HALF * BK, bmap, &full[s], kb * BK,
+                                               n0 + rank * HALF, (uint16_t)((1 << CLUSTER) - 1));
+                    } else {
+                        tma::load_2d(sB, bmap, &full[s], kb * BK, n0);
+                    }
+                }
+            }
+        }
+    } else {
+        wgmma::setmaxnreg_inc<CONSUMER_REGS>();
+        const int c = wg - 1;
+        const bool releaser = threadIdx.x % 128 < CLUSTER;   // one arrival per block of the cluster
+        float d[T::ACC];
+#pragma unroll
+        for (int i = 0; i < T::ACC; ++i) d[i] = 0.f;
+        Unit u;
+        int it = 0;
+        while (sched.next(u)) {
+            epi.begin(u, c, extra);
+            for (int kb = u.kb0; kb < u.kb1; ++kb, ++it) {
+                const int s = it % STAGES, r = it / STAGES;
+                tma::mbar_wait(&full[s], r & 1);
+                const bf16 *sA = reinterpret_cast<const bf16 *>(base + s * T::STAGE_BYTES);
+                const bf16 *sB = sA + BM * BK;
+                wgmma::fence_regs(d);
+                wgmma::fence();
+                wsgemm::mma_kblock<BN>(d, sA + c * 64 * BK, sB, kb == u.kb0);
+                wgmma::commit();
+                wgmma::wait<INFLIGHT - 1>();
+                wgmma::fence_regs(d);
+                if (kb - u.kb0 >= INFLIGHT - 1 && releaser) {
+                    uint64_t *e = &empty[(it - (INFLIGHT - 1)) % STAGES];
+                    if constexpr (CLUSTER > 1) tma::mbar_arrive_cluster(e, threadIdx.x % 128);
+                    else tma::mbar_arrive(e);
+                }
+            }
+            if constexpr (INFLIGHT > 1) {
+                wgmma::wait<0>();
+                wgmma::fence_regs(d);
+                if (releaser) {
+                    uint64_t *e = &empty[(it - 1) % STAGES];
+                    if constexpr (CLUSTER > 1) tma::mbar_arrive_cluster(e, threadIdx.x % 128);
+                    else tma::mbar_arrive(e);
+                }
+            }
+            epi(u, d, c, extra);
+        }
+        epi.end(c, extra);
+    }
+    // no block of a cluster may leave while its partner can still multicast into it
+    if constexpr (CLUSTER > 1) cluster_sync();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Epilogue helpers
+
+// This consumer thread's first row and column in its warpgroup's 64 x BN accumulator tile
+// (wgmma.cuh's layout): d[4j + 2h + e] is row  r0 + 8h, column  c0 + 8j + e.
+__device__ __forceinline__ void frag_origin(int &r0, int &c0) {
+    const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+    r0 = 16 * warp + lane / 4;
+    c0 = 2 * (lane % 4);
+}
+
+// An element-wise op applied before rounding: f(v0, v1, row, col, both) changes v0 (column col)
+// and v1 (col + 1); both = false when col + 1 is past N (then v1 is not stored).
+struct Identity {
+    __device__ __forceinline__ void operator()(float &, float &, int, int, bool) const {}
+};
+
+// A warpgroup's 64 x BN accumulators -> bf16 C (leading dimension N), rows from row0, columns
+// from col0, bounds checked (partial tiles). Pairs of columns go out as one 4-byte store when
+// N is even (every pair 4-byte aligned); one at a time otherwise.
+template <int BN, class Op = Identity>
+__device__ __forceinline__ void store_bf16(float (&d)[BN / 2], bf16 *C, int M, int N, int row0,
+                                           int col0, const Op &op = Op()) {
+    int r0, c0;
+    frag_origin(r0, c0);
+    const bool pairs = (N % 2) == 0;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+        const int col = col0 + 8 * j + c0;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int row = row0 + r0 + 8 * h;
+            if (row >= M || col >= N) continue;
+            float v0 = d[4 * j + 2 * h], v1 = d[4 * j + 2 * h + 1];
+            const bool both = col + 1 < N;
+            op(v0, v1, row, col, both);
+            bf16 *p = C + (size_t)row * N + col;
+            if (pairs) {
+                *reinterpret_cast<__nv_bfloat162 *>(p) = __floats2bfloat162_rn(v0, v1);
+            } else {
+                p[0] = __float2bfloat16_rn(v0);
+                if (both) p[1] = __float2bfloat16_rn(v1);
+            }
+        }
+    }
+}
+
+// The plain epilogue: round to bf16 and store (day 45's).
+template <int BN>
+struct StoreBF16 {
+    bf16 *C;
+    int M, N;
+    __device__ void begin(const Unit &, int, uint8_t *) {}
+    __device__ void operator()(const Unit &u, float (&d)[BN / 2], int c, uint8_t *) {
+        wsgemm::store_bf16<BN>(d, C, M, N, u.tm * BM + 64 * c, u.tn * BN);
+    }
+    __device__ void end(int, uint8_t *) {}
+};
+
+// fp32 partial tiles in a workspace, kept in the accumulators' own order: float4 chunk i
+// (d[4i .. 4i+3]) of consumer thread tc (0..255) lives at float4 index i * 256 + tc of the
+// tile's slot (BM x BN floats), so each warp instruction moves 512 contiguous bytes. .cg:
+// cached in L2 only (a partial is written by one SM and read by another).
+template <int R>
+__device__ __forceinline__ void partial_store(float *slot, const float (&d)[R], int tc) {
+    float4 *p = reinterpret_cast<float4 *>(slot) + tc;
+#pragma unroll
+    for (int i = 0; i < R / 4; ++i)
+        __stcg(p + i * CONSUMER_THREADS, make_float4(d[4 * i], d[4 * i + 1], d[4 * i + 2], d[4 * i + 3]));
+}
+
+template <int R, bool ADD>
+__device__ __forceinline__ void partial_in(float (&d)[R], const float *slot, int tc) {
+    const float4 *p = reinterpret_cast<const float4 *>(slot) + tc;
+#pragma unroll
+    for (int i = 0; i < R / 4; ++i) {
+        const float4 v = __ldcg(p + i * CONSUMER_THREADS);
+        if constexpr (ADD) {
+            d[4 * i] += v.x; d[4 * i + 1] += v.y; d[4 * i + 2] += v.z; d[4 * i + 3] += v.w;
+        } else {
+            d[4 * i] = v.x; d[4 * i + 1] = v.y; d[4 * i + 2] = v.z; d[4 * i + 3] = v.w;
+        }
+    }
+}
+
+template <int R>
+__device__ __forceinline__ void partial_load(float (&d)[R], const float *slot, int tc) {
+    wsgemm::partial_in<R, false>(d, slot, tc);
+}
+
+template <int R>
+__device__ __forceinline__ void partial_add(float (&d)[R], const float *slot, int tc) {
+    wsgemm::partial_in<R, true>(d, slot, tc);
+}
+
+// The two consumer warpgroups only (named barrier 1; the producer never joins it).
+__device__ __forceinline__ void consumer_sync() {
+    asm volatile("bar.sync 1, %0;" ::"n"(CONSUMER_THREADS) : "memory");
+}
+
+// Flags and counters between blocks, at GPU scope (release: my earlier writes are visible to
+// whoever acquires what I wrote; acquire: I see what the releaser wrote before).
+__device__ __forceinline__ int atomic_add_acq_rel(int *p, int v) {
+    int old;
+    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+    return old;
+}
+__device__ __forceinline__ void store_release(int *p, int v) {
+    asm volatile("st.release.gpu.global.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ int load_acquire(const int *p) {
+    int v;
+    asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+// Split-K fixed up in the GEMM (day 48 v3). Every slice of a tile writes its fp32 partial to
+// its slot; a per-tile counter counts the slices done; the slice that brings it to S is the
+// last: it resets the counter (ready for the next launch), adds the S partials in slice order
+// 0, 1, ..., S-1 (a fixed order: the bits do not depend on which slice came last) and runs the
+// inner epilogue. ws: S x tiles_m x tiles_n slots of BM x BN floats; sem: tiles_m x tiles_n
+// ints, zero before the first launch.
+template <int BN, class Inner>
+struct SplitKFixup {
+    Inner inner;
+    float *ws;
+    int *sem;
+    int slices;             // clamp_slices(S, nk): what the schedule uses
+    int tiles_m, tiles_n;
+    __device__ void begin(const Unit &u, int c, uint8_t *smem) { inner.begin(u, c, smem); }
+    __device__ void end(int c, uint8_t *smem) { inner.end(c, smem); }
+    __device__ void operator()(const Unit &u, float (&d)[BN / 2], int c, uint8_t *smem) {
+        if (slices == 1) {
+            inner(u, d, c, smem);
+            return;
+        }
+        if (u.tm >= tiles_m) return;                    // a cluster pair's empty half
+        __shared__ int last;
+        const int tc = threadIdx.x - 128;
+        const int tile = u.tm * tiles_n + u.tn;
+        const size_t per_slice = (size_t)tiles_m * tiles_n * Tile<BN>::ELEMS;
+        float *slot0 = ws + (size_t)tile * Tile<BN>::ELEMS;
+        wsgemm::partial_store(slot0 + u.slice * per_slice, d, tc);
+        __threadfence();                                // my partial before the count
+        consumer_sync();
+        if (tc == 0) {
+            last = atomic_add_acq_rel(&sem[tile], 1) == slices - 1;
+            if (last) sem[tile] = 0;
+        }
+        consumer_sync();
+        if (!last) return;
+        wsgemm::partial_load(d, slot0, tc);
+        for (int s = 1; s < slices; ++s) wsgemm::partial_add(d, slot0 + s * per_slice, tc);
+        inner(u, d, c, smem);
+    }
+};
+
+// Stream-K fix-up (day 48 v4). A unit that starts inside its tile (kb0 > 0) is a block's first
+// stream-K unit: it writes its partial to the block's slot and raises the block's flag. A unit
+// that starts the tile but stops short of its end (kb0 == 0, kb1 < nk) belongs to the tile's
+// owner: the rest of the tile was done by the next blocks (blk + 1, ...: each range starts
+// where the previous ended), so the owner waits for each flag in block order, adds that
+// partial and clears the flag (ready for the next launch), then runs the inner epilogue. The
+// sum order (owner, blk + 1, blk + 2, ...) is fixed by the plan: the bits are reproducible.
+// ws: blocks x cluster slots of BM x BN floats; flags: blocks x cluster ints, zero at start.
+// Deadlock-free when every block is resident at once (one block per SM, grid <= SMs): an owner
+// waits only for higher blocks, whose flags are raised before they wait for anything.
+template <int BN, class Inner>
+struct StreamKFixup {
+    Inner inner;
+    float *ws;
+    int *flags;
+    StreamKPlan plan;
+    int rank, cluster, tiles_m;     // the block's index in the plan: blockIdx.x / cluster
+    __device__ void begin(const Unit &u, int c, uint8_t *smem) { inner.begin(u, c, smem); }
+    __device__ void end(int c, uint8_t *smem) { inner.end(c, smem); }
+    __device__ void operator()(const Unit &u, float (&d)[BN / 2], int c, uint8_t *smem) {
+        if (u.kb0 == 0 && u.kb1 == plan.nk) {           // a whole tile: nothing to fix up
+            inner(u, d, c, smem);
+            return;
+        }
+        if (u.tm >= tiles_m) return;                    // a cluster pair's empty half
+        const int tc = threadIdx.x - 128;
+        const int blk = blockIdx.x / cluster;
+        if (u.kb0 > 0) {                                // hand the partial to the owner
+            wsgemm::partial_store(ws + (size_t)(blk * cluster + rank) * Tile<BN>::ELEMS, d, tc);
+            __threadfence();
+            consumer_sync();
+            if (tc == 0) store_release(&flags[blk * cluster + rank], 1);
+            return;
+        }
+        const StreamKRanges rg(plan);
+        const int end = (u.tile - plan.dp_tiles() + 1) * plan.nk;   // the tile's last iteration + 1
+        for (int b = blk + 1; b < rg.blocks; ++b) {
+            if (rg.begin(b) >= end) break;              // b's range starts in a later tile
+            int *f = &flags[b * cluster + rank];
+            if (tc == 0) {
+                while (load_acquire(f) == 0) {}
+                *f = 0;
+            }
+            consumer_sync();
+            wsgemm::partial_add(d, ws + (size_t)(b * cluster + rank) * Tile<BN>::ELEMS, tc);
+        }
+        inner(u, d, c, smem);
+    }
+};
+
+// K not a multiple of 8 (rows of A or B no multiple of 16 bytes, which a tensor map cannot
+// describe): copy [rows, K] into [rows, K8] with zero columns first. A grid-stride loop body.
+__device__ __forceinline__ void pad_k(const bf16 *__restrict__ src, bf16 *__restrict__ dst,
+                                      int rows, int K, int K8) {
+    const size_t total = (size_t)rows * K8;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const int r = (int)(i / K8), k = (int)(i % K8);
+        dst[i] = k < K ? src[(size_t)r * K + k] : __float2bfloat16_rn(0.f);
+    }
+}
+
+}  // namespace wsgemm
+}  // namespace cuda100

@@ -1,0 +1,311 @@
+import numpy as np
+import pytest
+
+from common import bf16
+from days.day48_split_k_stream_k import driver, reference
+
+
+# --- the reference against independent values -------------------------------------------------
+
+def test_gemm_by_hand():
+    # A . B^T = [[1*5 + 2*6, 1*7 + 2*8], [3*5 + 4*6, 3*7 + 4*8]] = [[17, 23], [39, 53]]
+    a = bf16.to_bits(np.array([[1, 2], [3, 4]], np.float32))
+    b = bf16.to_bits(np.array([[5, 6], [7, 8]], np.float32))
+    np.testing.assert_array_equal(reference.gemm(a, b), [[17, 23], [39, 53]])
+
+
+def test_slice_bounds_by_hand():
+    # 10 k-blocks in 4 slices: floor(s * 10 / 4) = 0, 2, 5, 7, 10
+    assert reference.slice_bounds(10, 4) == [0, 2, 5, 7, 10]
+    assert reference.slice_bounds(1024, 4) == [0, 256, 512, 768, 1024]
+    assert reference.slice_bounds(3, 1) == [0, 3]
+
+
+@pytest.mark.parametrize("k,slices", [(64, 1), (200, 3), (1000, 4), (1000, 16), (130, 2)])
+def test_the_slices_add_up_to_the_whole(k, slices):
+    rng = np.random.default_rng(k + slices)
+    a = bf16.to_bits(rng.standard_normal((7, k)))
+    b = bf16.to_bits(rng.standard_normal((5, k)))
+    np.testing.assert_allclose(reference.gemm_split_k(a, b, slices), reference.gemm(a, b),
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_tolerance_catches_a_lost_slice():
+    # a fix-up that forgets one of 4 slices misses a quarter of every dot product
+    rng = np.random.default_rng(2)
+    a = bf16.to_bits(rng.standard_normal((64, 1024)))
+    b = bf16.to_bits(rng.standard_normal((32, 1024)))
+    ref = reference.gemm(a, b)
+    a2 = a.copy()
+    a2[:, 256:512] = 0                      # slice 1 of reference.slice_bounds(16, 4)
+    wrong = bf16.round(reference.gemm(a2, b))
+    assert np.linalg.norm(wrong - ref) / np.linalg.norm(ref) > 10 * reference.TOL
+    right = bf16.round(ref)
+    assert np.linalg.norm(right - ref) / np.linalg.norm(ref) < reference.TOL
+
+
+# --- the schedules --------------------------------------------------------------------------------
+
+def test_tile_grid():
+    # 1000 rows: 8 tiles of 128; 1000 columns: 4 of 256; K 50000: 782 k-blocks (781 x 64 + 16)
+    assert driver.tile_grid(1000, 50000, 1000) == (8, 4, 782)
+    assert driver.tile_grid(1, 13, 1) == (1, 1, 1)          # K padded to 16: one k-block
+
+
+@pytest.mark.parametrize("tiles,nk,want", [
+    (32, 1024, 4),     # 128 units of 256 k-blocks on 132 SMs; 8 slices = 2 waves of 128 + fix-up
+    (64, 256, 2),      # 128 units
+    (128, 512, 1),     # already 0.97 of a wave: splitting doubles the waves
+    (192, 48, 2),      # 1.45 waves -> 384 units = 2.9 waves of half-length units
+    (1, 313, 15),      # one tile: 15 slices (20 k-blocks each + 15 partial reads) = 16
+    (4, 3, 1),         # 3 k-blocks: a partial's round trip costs more than it saves
+])
+def test_split_slices(tiles, nk, want):
+    assert driver.split_slices(tiles, nk, 132) == want
+
+
+def test_split_cost_by_hand():
+    # 192 tiles, 48 k-blocks, 132 SMs: one slice = 2 waves x (48 + 1) = 98; two slices =
+    # 3 waves x (24 + 1 + 4) + 2 x 1 = 89
+    assert driver.split_cost(192, 48, 132, 1) == 98
+    assert driver.split_cost(192, 48, 132, 2) == 89
+
+
+@pytest.mark.parametrize("tiles,nk,mode,want", [
+    (32, 1024, "hybrid", {"dp_tiles": 0, "sk_blocks": 132, "grid": 132}),
+    (270, 2, "hybrid", {"dp_tiles": 132, "sk_blocks": 69, "grid": 132}),   # 138 x 2 / 4 = 69
+    (270, 2, "pure", {"dp_tiles": 0, "sk_blocks": 132, "grid": 132}),
+    (270, 2, "sk1", {"dp_tiles": 264, "sk_blocks": 3, "grid": 132}),       # 6 x 2 / 4 = 3
+    (264, 4, "hybrid", {"dp_tiles": 264, "sk_blocks": 0, "grid": 132}),    # whole waves: none
+    (1, 1, "hybrid", {"dp_tiles": 0, "sk_blocks": 1, "grid": 1}),
+])
+def test_stream_k_plan(tiles, nk, mode, want):
+    assert driver.stream_k_plan(tiles, nk, 132, mode) == want
+
+
+def test_stream_k_plan_refuses_an_unknown_mode():
+    with pytest.raises(ValueError, match="hybrid"):
+        driver.stream_k_plan(10, 10, 132, "greedy")
+
+
+SCHEDULES = [(32, 1024, 132, "hybrid"), (1, 313, 132, "hybrid"), (4, 64, 132, "hybrid"),
+             (192, 48, 132, "pure"), (192, 48, 132, "sk1"), (270, 2, 132, "hybrid"),
+             (72, 8, 132, "hybrid"), (6, 16, 132, "hybrid"), (1, 1, 132, "hybrid"),
+             (300, 7, 16, "hybrid"), (33, 5, 8, "pure"), (128, 512, 132, "hybrid")]
+
+
+@pytest.mark.parametrize("tiles,nk,sms,mode", SCHEDULES)
+def test_stream_k_covers_every_iteration_once(tiles, nk, sms, mode):
+    p = driver.stream_k_plan(tiles, nk, sms, mode)
+    if not p["sk_blocks"]:
+        pytest.skip("no stream-K tiles: the version runs v1")
+    units = driver.stream_k_units(tiles, nk, p["dp_tiles"], p["sk_blocks"], p["grid"])
+    assert len(units) == p["grid"] <= sms
+    seen = np.zeros((tiles, nk), int)
+    for blk in units:
+        for t, k0, k1 in blk:
+            assert 0 <= k0 < k1 <= nk
+            seen[t, k0:k1] += 1
+    np.testing.assert_array_equal(seen, 1)
+
+
+@pytest.mark.parametrize("tiles,nk,sms,mode", SCHEDULES)
+def test_stream_k_shares_are_even(tiles, nk, sms, mode):
+    p = driver.stream_k_plan(tiles, nk, sms, mode)
+    if not p["sk_blocks"]:
+        pytest.skip("no stream-K tiles")
+    units = driver.stream_k_units(tiles, nk, p["dp_tiles"], p["sk_blocks"], p["grid"])
+    sk = [sum(k1 - k0 for t, k0, k1 in blk if t >= p["dp_tiles"]) for blk in units]
+    busy = sk[:p["sk_blocks"]]
+    assert max(busy) - min(busy) <= 1
+    assert not any(sk[p["sk_blocks"]:])
+    whole = [sum(1 for t, _, _ in blk if t < p["dp_tiles"]) for blk in units]
+    assert max(whole) == min(whole)           # data-parallel tiles come in whole waves
+
+
+@pytest.mark.parametrize("tiles,nk,sms,mode", SCHEDULES)
+def test_stream_k_fixup_roles(tiles, nk, sms, mode):
+    """What the kernel's StreamKFixup relies on: a block hands over at most one partial (its
+    first stream-K unit), owns at most one unfinished tile (its last unit), every piece of a
+    shared tile not at k-block 0 is handed to the block that has k-block 0, and that owner's
+    list of contributors (blocks after it) is exactly the blocks holding those pieces."""
+    p = driver.stream_k_plan(tiles, nk, sms, mode)
+    if not p["sk_blocks"]:
+        pytest.skip("no stream-K tiles")
+    args = (tiles, nk, p["dp_tiles"], p["sk_blocks"], p["grid"])
+    units = driver.stream_k_units(*args)
+    holders = {}
+    for blk, mine in enumerate(units):
+        sk = [u for u in mine if u[0] >= p["dp_tiles"]]
+        for i, (t, k0, k1) in enumerate(sk):
+            if k0 > 0:
+                assert i == 0, "a partial is only ever a block's first stream-K unit"
+                holders.setdefault(t, []).append(blk)
+            elif k1 < nk:
+                assert i == len(sk) - 1, "an unfinished owned tile is a block's last unit"
+    for blk, mine in enumerate(units):
+        for t, k0, k1 in mine:
+            if k0 == 0 and k1 < nk:
+                got = driver.stream_k_contributors(*args, blk=blk, tile=t)
+                assert got == sorted(holders.get(t, []))
+                assert got and all(b > blk for b in got)     # waits only for later blocks
+    owned = {t for mine in units for t, k0, k1 in mine if k0 == 0}
+    assert set(holders) <= owned
+
+
+def test_plan_for_runs_v1_where_nothing_splits():
+    # 2048 x 2048: 128 tiles, splitting does not pay -> v2 and v3 run v1's kernel
+    p = driver.plan_for("v3", (2048, 32768, 2048), 132)
+    assert p["version"] == "v1" and p["kernel"] == "gemm_v1" and p["grid"] == 128
+    p = driver.plan_for("v3", (1024, 65536, 1024), 132)
+    assert p == {"version": "v3", "kernel": "gemm_v3", "slices": 4, "grid": 128}
+    # 264 tiles = 2 whole waves: stream-K has nothing to balance
+    assert driver.plan_for("v4", (1536, 256, 5632), 132)["version"] == "v1"
+
+
+def test_plan_for_clusters_and_fixed_slices():
+    p = driver.plan_for("v3", (1100, 4096, 600), 132, slices=3, cluster=2)
+    # 9 row tiles -> 5 pairs x 3 column tiles x 3 slices = 45 cluster units -> 90 blocks
+    assert p == {"version": "v3", "kernel": "gemm_v3_c2", "slices": 3, "grid": 90}
+    assert driver.plan_for("v1", (8192, 8192, 8192), 132, cluster=2)["grid"] == 132
+    # never more slices than k-blocks
+    assert driver.plan_for("v2", (128, 128, 256), 132, slices=9)["slices"] == 2
+
+
+def test_same_as(monkeypatch):
+    monkeypatch.setattr(driver, "_sms", lambda: 132)
+    assert driver.same_as("v2", (2048, 32768, 2048)) == "v1"
+    assert driver.same_as("v2", (1024, 65536, 1024)) is None
+    assert driver.same_as("v1", (1024, 65536, 1024)) is None
+
+
+def test_schedule_table_rows():
+    rows = driver.schedule_rows(132)
+    assert [r[0] for r in rows] == ["x".join(map(str, s)) for s in driver.BENCH_SIZES]
+    first = dict(zip(driver.SCHEDULE_HEADERS, rows[0]))
+    assert first["tiles"] == 32 and first["S"] == 4 and first["stream-K blocks"] == 132
+    assert first["iterations a block"] == "248.2"          # 32 x 1024 / 132
+
+
+def test_shared_memory_fits():
+    assert driver.SMEM <= 227 * 1024
+
+
+# --- sizes and the public function -------------------------------------------------------------
+
+def test_sizes_refused_in_words():
+    with pytest.raises(ValueError, match="C = "):
+        driver.validate_size((65536, 8, 65536))
+    with pytest.raises(ValueError, match="32-bit"):
+        driver.validate_size((2 ** 31, 8, 1))
+
+
+@pytest.mark.parametrize("a,b,exc,msg", [
+    (np.zeros((3, 4)), np.zeros((5, 3)), ValueError, "same K"),
+    (np.zeros(4), np.zeros((5, 4)), ValueError, "2-D"),
+    (np.zeros((3, 4), complex), np.zeros((5, 4)), TypeError, "real"),
+    ("x", np.zeros((5, 4)), TypeError, "string"),
+    (np.zeros((3, 4)), None, TypeError, "None"),
+])
+def test_matmul_bad_input(a, b, exc, msg):
+    with pytest.raises(exc, match=msg):
+        driver.matmul(a, b)
+
+
+def test_matmul_unknown_version():
+    with pytest.raises(ValueError, match="v1, v2"):
+        driver.matmul(np.zeros((2, 8)), np.zeros((2, 8)), version="v9")
+
+
+def test_matmul_empty_needs_no_gpu():
+    assert driver.matmul(np.zeros((0, 8)), np.zeros((3, 8))).shape == (0, 3)
+    out = driver.matmul(np.ones((2, 0)), np.ones((3, 0)))
+    assert out.shape == (2, 3) and not out.any()
+
+
+# --- GPU ----------------------------------------------------------------------------------------
+
+def _device_case(size, seed):
+    from common import harness as H
+
+    case = driver.make_case(size, np.random.default_rng(seed))
+    return case, H.DeviceCase(case)
+
+
+def _run(d, plan):
+    from common.gpu import driver as cuda
+
+    d.poison_outputs()
+    driver.run_plan(d, plan)
+    cuda().Context.synchronize()
+    return d.array("c").get()
+
+
+@pytest.mark.parametrize("version", list(driver.VERSIONS))
+def test_matmul_on_the_gpu(gpu, version):
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((131, 9000))          # 1 x 1 tiles, 141 k-blocks: every version splits
+    b = rng.standard_normal((77, 9000))
+    got = driver.matmul(a, b, version=version)
+    want = bf16.round(a).astype(float) @ bf16.round(b).astype(float).T
+    assert np.linalg.norm(got - want) / np.linalg.norm(want) < reference.TOL
+
+
+@pytest.mark.parametrize("size", [(300, 20000, 520), (1000, 4104, 1000)])
+@pytest.mark.parametrize("version", ["v3", "v4"])
+def test_fixups_are_deterministic(gpu, version, size):
+    """Two launches on the same data give the same bits: the partial sums meet in a fixed
+    order (v3: slice order; v4: owner, then blocks in order), whichever block finishes first."""
+    case, d = _device_case(size, 5)
+    plan = driver.plan_for(version, size, driver._sms())
+    assert plan["version"] == version                  # the size really splits
+    first = _run(d, plan)
+    for _ in range(3):
+        np.testing.assert_array_equal(_run(d, plan), first)
+    got = reference.bf16_to_float(first).astype(np.float64)
+    want = case.expected()["c"]
+    assert np.linalg.norm(got - want) / np.linalg.norm(want) < reference.TOL
+
+
+@pytest.mark.parametrize("version,kw", [
+    ("v2", {"slices": 2}), ("v2", {"slices": 7}), ("v3", {"slices": 3}), ("v3", {"slices": 16}),
+    ("v3", {"slices": 5, "cluster": 2}), ("v1", {"cluster": 2}),
+    ("v4", {"mode": "pure"}), ("v4", {"mode": "sk1"}), ("v4", {"mode": "hybrid"}),
+])
+@pytest.mark.parametrize("size", [(1100, 2056, 600), (2304, 136, 3840)])
+def test_sweep_candidates_are_correct(gpu, version, kw, size):
+    case, d = _device_case(size, 6)
+    plan = driver.plan_for(version, size, driver._sms(), **kw)
+    got = reference.bf16_to_float(_run(d, plan)).astype(np.float64)
+    want = case.expected()["c"]
+    assert np.isfinite(got).all()
+    assert np.linalg.norm(got - want) / np.linalg.norm(want) < reference.TOL, plan
+
+
+def test_counters_and_flags_reset_themselves(gpu):
+    """v3's per-tile counters and v4's flags are back at zero after every launch (the next
+    launch needs them so, and nobody clears them in between)."""
+    size = (640, 8192, 1000)
+    _, d = _device_case(size, 7)
+    for version in ("v3", "v4"):
+        plan = driver.plan_for(version, size, driver._sms())
+        assert plan["version"] == version
+        _run(d, plan)
+        _run(d, plan)
+    for name in ("sem_v3", "flags_v4"):
+        assert not d._scratch[name].get().any(), name
+
+
+def test_cublas_baselines_agree(gpu):
+    from common import harness as H
+    from common.runner import to_host
+
+    case = driver.make_case((300, 4096, 260), np.random.default_rng(4))
+    d = H.DeviceCase(case)
+    for name, fn in driver.baselines(d).items():
+        out = fn()
+        if out is None:
+            continue
+        got = to_host(out).astype(np.float64)
+        want = case.expected()["c"]
+        assert np.linalg.norm(got - want) / np.linalg.norm(want) < reference.TOL, name
