@@ -1,12 +1,16 @@
-"""Day 48 sweep: the choices the GPU has to settle, at every bench size, each candidate checked
-against the reference once, then timed (median, L2 flushed):
-  - split count S of v2 and v3 (the driver's cost model's pick "auto", and 2, 3, 4, 6, 8);
-  - v3 and v1 in clusters of two with B multicast (gemm_v3_c2, gemm_v1_c2);
-  - v4's plan: hybrid (default), pure stream-K, sk1 (only the last partial wave stream-K);
+"""Day 48 sweep, round 2: v5 (the ping-pong GEMM, wgmma_gemm.cuh run_pingpong) against the
+versions it must beat and cuBLAS, at every bench size plus day 49's fc1 GEMM shape
+(8192 x 768 x 3072: M x K x N, K = 768, 12 k-blocks a tile). Each candidate is checked against
+the float64 reference once, then timed (median, L2 flushed):
+  - v1 (plain 128 x 256 tiles), v2 / v3 (split-K, the model's S), v4 (stream-K, hybrid);
+  - v5 with the model's S ("auto"), and S = 1, 2, 4 where they differ;
+  - v5 on 64 x 256 tiles (tile=64) and in clusters of two with B multicast (cluster=2);
   - cuBLAS (torch.matmul) on the same data.
-Set FIX_KBLOCKS / READ_KBLOCKS (the S model), the default stream-K mode, and which kernels the
-versions use in driver.py / kernel.cu from the table.      python .notes/day48_sweep.py
-Takes about a minute (the float64 references of the bench sizes are most of it)."""
+Decide from it: BEST; whether v5's S model (driver.split_slices on 128 x 128 tiles) picks the
+fastest S; whether v5 should be 64 x 256 or clustered.
+    python .notes/day48_sweep.py            (under a minute and a half on an H200)
+A v5 deadlock cannot hang this: the kernel's watchdog faults after ~9 s (then every later call
+fails with "an illegal memory access"); run tests/days/test_day48.py first."""
 import sys
 from pathlib import Path
 
@@ -20,23 +24,22 @@ from common.report import table  # noqa: E402
 from common.timing import time_fn  # noqa: E402
 from days.day48_split_k_stream_k import driver as drv  # noqa: E402
 
-SLICES = (None, 2, 3, 4, 6, 8)
+CANDIDATES = [("v1", {}), ("v2", {}), ("v3", {}), ("v4", {}),
+              ("v5", {}), ("v5", {"slices": 1}), ("v5", {"slices": 2}), ("v5", {"slices": 4}),
+              ("v5", {"tile": 64}), ("v5", {"cluster": 2})]
+SIZES = drv.BENCH_SIZES + [(8192, 768, 3072)]
 sms = drv._sms()
+torch = torch_or_none()
 rows = []
-for size in drv.BENCH_SIZES:
+for size in SIZES:
     case = drv.make_case(size, np.random.default_rng(0))
     d = H.DeviceCase(case)
-    cands = [("v1", {}), ("v1", {"cluster": 2})]
-    cands += [("v2", {"slices": s}) for s in (None, 2, 4, 8)]
-    cands += [("v3", {"slices": s}) for s in SLICES] + [("v3", {"cluster": 2})]
-    cands += [("v4", {"mode": m}) for m in drv.MODES]
     seen = set()
-    for v, kw in cands:
+    for v, kw in CANDIDATES:
         plan = drv.plan_for(v, size, sms, **kw)
         key = tuple(sorted((k, str(x)) for k, x in plan.items() if k != "version"))
-        label = v + "".join(f" {k}={x}" for k, x in kw.items() if x is not None)
-        if key in seen:                      # e.g. S clamped, or a plan that runs v1's kernel
-            rows.append([H.size_str(size), label, plan["kernel"], "same", "", ""])
+        label = v + "".join(f" {k}={x}" for k, x in kw.items())
+        if key in seen:                      # the same launch as an earlier candidate
             continue
         seen.add(key)
         r = H.check(lambda vv, dd: drv.run_plan(dd, plan), v, case, d)
@@ -46,7 +49,6 @@ for size in drv.BENCH_SIZES:
                      "ok" if r.ok else "FAIL", f"{t.median_ms:.4f}",
                      f"{case.flops / t.median_ms / 1e9:.0f}"])
         print(rows[-1], flush=True)
-    torch = torch_or_none()
     if torch is not None:
         m, k, n = size
         at = as_torch(d.array("a")).view(torch.bfloat16)
@@ -56,4 +58,5 @@ for size in drv.BENCH_SIZES:
         rows.append([H.size_str(size), "cuBLAS (torch.matmul)", "", "", f"{t.median_ms:.4f}",
                      f"{case.flops / t.median_ms / 1e9:.0f}"])
         print(rows[-1], flush=True)
+    del d
 print(table(rows, ["size", "candidate", "kernel (plan)", "check", "median ms", "TFLOP/s"]))

@@ -42,6 +42,12 @@
 // (64, BN / CLUSTER), both 128-byte swizzle; K a multiple of 8 (rows of 16-byte multiples).
 // Named barriers: 0 is __syncthreads, 1 joins the two consumer warpgroups (consumer_sync);
 // epilogues may use 2 and up for their own.
+//
+// run_pingpong (at the end of this file; days 48 and 49 v5) is the other consumer schedule:
+// each consumer warpgroup owns a whole 128 x 128 (or 64 x 256) tile and the two take turns on
+// the tensor cores, so one warpgroup's epilogue runs under the other's mainloop. It takes the
+// same schedules; its epilogues receive a warpgroup's whole tile (PingPongStoreBF16,
+// PingPongSplitKFixup). run() above is unchanged by it.
 #pragma once
 #include <cuda_bf16.h>
 #include <cstdint>
@@ -97,15 +103,16 @@ __device__ __forceinline__ void cluster_sync() {
 
 struct Geometry {
     int M, N, K;
-    int tiles_m, tiles_n;   // 128-row and BN-column tiles
+    int tiles_m, tiles_n;   // 128-row (bm-row) and BN-column tiles
     int nk;                 // k-blocks of 64
     int cluster;            // blocks per cluster along M (they share B by multicast)
     int units_m;            // row units of the schedule: pairs of row tiles when cluster = 2
 
-    __device__ static Geometry make(int M, int N, int K, int bn, int cluster) {
+    // bm: tile rows (128; the ping-pong kernel's 64 x 256 tiles pass 64)
+    __device__ static Geometry make(int M, int N, int K, int bn, int cluster, int bm = BM) {
         Geometry g;
         g.M = M; g.N = N; g.K = K;
-        g.tiles_m = (M + BM - 1) / BM;
+        g.tiles_m = (M + bm - 1) / bm;
         g.tiles_n = (N + bn - 1) / bn;
         g.nk = (K + BK - 1) / BK;
         g.cluster = cluster;
@@ -437,23 +444,24 @@ struct StoreBF16 {
 };
 
 // fp32 partial tiles in a workspace, kept in the accumulators' own order: float4 chunk i
-// (d[4i .. 4i+3]) of consumer thread tc (0..255) lives at float4 index i * 256 + tc of the
-// tile's slot (BM x BN floats), so each warp instruction moves 512 contiguous bytes. .cg:
-// cached in L2 only (a partial is written by one SM and read by another).
-template <int R>
+// (d[4i .. 4i+3]) of consumer thread tc (0..THR-1) lives at float4 index i * THR + tc of the
+// tile's slot (BM x BN floats; THR = 256: both consumer warpgroups, 128: one, as in the
+// ping-pong kernel), so each warp instruction moves 512 contiguous bytes. .cg: cached in L2
+// only (a partial is written by one SM and read by another).
+template <int R, int THR = CONSUMER_THREADS>
 __device__ __forceinline__ void partial_store(float *slot, const float (&d)[R], int tc) {
     float4 *p = reinterpret_cast<float4 *>(slot) + tc;
 #pragma unroll
     for (int i = 0; i < R / 4; ++i)
-        __stcg(p + i * CONSUMER_THREADS, make_float4(d[4 * i], d[4 * i + 1], d[4 * i + 2], d[4 * i + 3]));
+        __stcg(p + i * THR, make_float4(d[4 * i], d[4 * i + 1], d[4 * i + 2], d[4 * i + 3]));
 }
 
-template <int R, bool ADD>
+template <int R, bool ADD, int THR = CONSUMER_THREADS>
 __device__ __forceinline__ void partial_in(float (&d)[R], const float *slot, int tc) {
     const float4 *p = reinterpret_cast<const float4 *>(slot) + tc;
 #pragma unroll
     for (int i = 0; i < R / 4; ++i) {
-        const float4 v = __ldcg(p + i * CONSUMER_THREADS);
+        const float4 v = __ldcg(p + i * THR);
         if constexpr (ADD) {
             d[4 * i] += v.x; d[4 * i + 1] += v.y; d[4 * i + 2] += v.z; d[4 * i + 3] += v.w;
         } else {
@@ -462,14 +470,14 @@ __device__ __forceinline__ void partial_in(float (&d)[R], const float *slot, int
     }
 }
 
-template <int R>
+template <int R, int THR = CONSUMER_THREADS>
 __device__ __forceinline__ void partial_load(float (&d)[R], const float *slot, int tc) {
-    wsgemm::partial_in<R, false>(d, slot, tc);
+    wsgemm::partial_in<R, false, THR>(d, slot, tc);
 }
 
-template <int R>
+template <int R, int THR = CONSUMER_THREADS>
 __device__ __forceinline__ void partial_add(float (&d)[R], const float *slot, int tc) {
-    wsgemm::partial_in<R, true>(d, slot, tc);
+    wsgemm::partial_in<R, true, THR>(d, slot, tc);
 }
 
 // The two consumer warpgroups only (named barrier 1; the producer never joins it).
@@ -595,6 +603,308 @@ __device__ __forceinline__ void pad_k(const bf16 *__restrict__ src, bf16 *__rest
         dst[i] = k < K ? src[(size_t)r * K + k] : __float2bfloat16_rn(0.f);
     }
 }
+
+// =============================================================================================
+// Ping-pong consumers (days 48 v5 and 49 v5)
+//
+// In run() above both consumer warpgroups work on the same 128-row tile: they finish its last
+// k-block together and run the epilogue together, and while they do, nobody issues wgmma. With
+// a short K (GPT-2's fc1: 12 k-blocks a tile) the epilogue is a large share of the time. The
+// ping-pong kernel gives each consumer warpgroup a WHOLE tile of its own (PM x PN, 128
+// accumulators a thread: two m64n128 fragments for 128 x 128, or one m64n256 for 64 x 256) and
+// lets the two take turns:
+//
+//     warpgroup 1:  [mainloop t0][epilogue t0]            [mainloop t2][epilogue t2]
+//     warpgroup 2:               [mainloop t1      ][epilogue t1]      [mainloop t3] ...
+//     tensor pipe:  [    t0     ][    t1           ][    t2           ][    t3     ]
+//
+// The block's units are dealt alternately: unit i belongs to warpgroup i % 2. A warpgroup
+// starts the mainloop of unit i only when the owner of unit i - 1 has ISSUED all of its wgmma
+// (the `turn` mbarriers: owner of i - 1 arrives on turn[owner of i] right after its last
+// k-block's wgmma; the tensor pipe queues the two warpgroups' instructions back to back), so
+// the two mainloops never share the tensor cores and one warpgroup's epilogue runs while the
+// other's mainloop does. The ring is consumed strictly in unit order, so the producer loads
+// exactly as in run(): every unit's k-blocks, in the schedule's order. Each stage has ONE
+// consumer warpgroup (per block of the cluster): its `empty` barrier counts CLUSTER arrivals.
+// Both consumer warpgroups walk the whole unit list (to know the ring position of their own
+// units). The turns are mbarriers, not named barriers: the arrival after the block's last unit,
+// which nobody waits for, just completes a phase of a barrier nobody reads again (a named
+// barrier would be left half-arrived at exit), and a wait can be bounded (below).
+//
+// Every mbarrier wait of this kernel goes through mbar_wait_watchdog(): a wait longer than
+// WATCHDOG_CYCLES (2^34 cycles, about 9 s at 1.98 GHz; a legitimate one lasts microseconds, or
+// milliseconds under compute-sanitizer) faults, so a protocol bug ends the launch with an error
+// instead of hanging the process.
+//
+// Interface of a ping-pong epilogue (called by the 128 threads of ONE consumer warpgroup, c = 0
+// or 1; F = PM / 64 fragments of 64 x PN, fragment f's rows start at u.tm * PM + 64 f, its
+// columns at u.tn * PN; d[f] in wgmma.cuh's layout, as a cooperative warpgroup's d):
+//     __device__ void begin(const Unit &u, int c, uint8_t *smem);
+//     __device__ void operator()(const Unit &u, float (&d)[PM / 64][PN / 2], int c, uint8_t *smem);
+//     __device__ void end(int c, uint8_t *smem);
+// A kernel (384 threads, __launch_bounds__(384, 1), dynamic shared memory
+// pingpong_smem_bytes<PM, PN, STAGES>(extra), cluster dims (CLUSTER, 1, 1) when CLUSTER > 1):
+//     struct Setup {                 // the kernel's parameters, nothing computed from them
+//         ...
+//         __device__ SomeSchedule schedule() const;   // e.g. DataParallel<8>(Geometry::make(
+//                                                     //   M, N, K, PN, CLUSTER, PM), ...)
+//         __device__ SomeEpilogue epilogue() const;
+//     };
+//     run_pingpong<PM, PN, STAGES, CLUSTER, INFLIGHT>(amap, bmap, Setup{...});
+// Tensor maps: A box (64, PM), B box (64, PN / CLUSTER), 128-byte swizzle. Named barriers:
+// 2 + c is warpgroup c's own (wg_sync); the two warpgroups never meet at a named barrier.
+
+template <int PM, int PN>
+struct PingPong {
+    static_assert((PM == 128 && PN == 128) || (PM == 64 && PN == 256),
+                  "a ping-pong tile is 128 x 128 (two m64n128) or 64 x 256 (one m64n256): "
+                  "128 fp32 accumulators a thread");
+    static constexpr int FRAGS = PM / 64;                     // 64-row wgmma fragments
+    static constexpr int ACC = PN / 2;                        // fp32 accumulators a fragment
+    static constexpr int STAGE_BYTES = (PM + PN) * BK * 2;    // one k-block of A and B, bf16
+    static constexpr int ELEMS = PM * PN;                     // floats of one fp32 partial tile
+};
+
+template <int PM, int PN, int STAGES>
+__host__ __device__ constexpr int pingpong_smem_bytes(int extra = 0) {
+    return STAGES * PingPong<PM, PN>::STAGE_BYTES + extra + 1024;
+}
+
+constexpr long long WATCHDOG_CYCLES = 1ll << 34;
+
+__device__ __forceinline__ bool mbar_try_wait(uint64_t *bar, uint32_t parity) {
+    uint32_t done;
+    asm volatile("{\n\t.reg .pred p;\n\t"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                 "selp.u32 %0, 1, 0, p;\n\t}"
+                 : "=r"(done) : "r"(tma::smem_addr(bar)), "r"(parity) : "memory");
+    return done != 0;
+}
+
+// tma::mbar_wait with a watchdog (see above). It fires by storing to address 0: the launch ends
+// with "an illegal memory access was encountered" (compute-sanitizer: an invalid write of 4
+// bytes at 0x0 on this line). Not __trap(): with a trap in the loop, ptxas spilled 16-36 bytes
+// of the consumers' loop state in day 49's fc2 kernels; the store costs nothing.
+__device__ __forceinline__ void mbar_wait_watchdog(uint64_t *bar, uint32_t parity) {
+    if (mbar_try_wait(bar, parity)) return;
+    const long long t0 = clock64();
+    while (!mbar_try_wait(bar, parity))
+        if (clock64() - t0 > WATCHDOG_CYCLES)
+            asm volatile("st.global.u32 [%0], %1;" ::"l"(0ull), "r"(0xdead) : "memory");
+}
+
+// Warpgroup c's own 128 threads (named barrier 2 + c).
+__device__ __forceinline__ void wg_sync(int c) {
+    asm volatile("bar.sync %0, 128;" ::"r"(2 + c) : "memory");
+}
+
+// One k-block of a warpgroup's PM x PN tile: for each k16 step, one wgmma per 64-row fragment
+// (both fragments read the same B rows). sA: PM rows of A (PM x 64), sB: PN rows of B.
+template <int PM, int PN>
+__device__ __forceinline__ void mma_kblock_pp(float (&d)[PM / 64][PN / 2], const bf16 *sA,
+                                              const bf16 *sB, bool first) {
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) {
+        const uint64_t db = wgmma::desc_k128(sB + kk * 16);
+        const int scale_d = (first && kk == 0) ? 0 : 1;
+#pragma unroll
+        for (int f = 0; f < PM / 64; ++f) {
+            const uint64_t da = wgmma::desc_k128(sA + f * 64 * BK + kk * 16);
+            if constexpr (PN == 256) wgmma::m64n256k16_bf16(d[f], da, db, scale_d);
+            else wgmma::m64n128k16_bf16(d[f], da, db, scale_d);
+        }
+    }
+}
+
+template <int PM, int PN>
+__device__ __forceinline__ void fence_frags(float (&d)[PM / 64][PN / 2]) {
+#pragma unroll
+    for (int f = 0; f < PM / 64; ++f) wgmma::fence_regs(d[f]);
+}
+
+// The ping-pong kernel body: as run(), with a PM x PN tile per consumer warpgroup. The schedule
+// and the epilogue come from `setup` (setup.schedule(), setup.epilogue(); a struct of the
+// kernel's parameters), built inside the producer's and the consumers' own code: values
+// computed before the warpgroups part ways live through setmaxnreg, and ptxas spills them (the
+// 64 x 256 kernel of day 48 did, 36 bytes, when its schedule and epilogue were built in the
+// kernel's entry).
+template <int PM, int PN, int STAGES, int CLUSTER, int INFLIGHT, class Setup>
+__device__ __forceinline__ void run_pingpong(const CUtensorMap *amap, const CUtensorMap *bmap,
+                                             const Setup &setup) {
+    using P = PingPong<PM, PN>;
+    static_assert(INFLIGHT == 1 || INFLIGHT == 2, "INFLIGHT is 1 or 2");
+    static_assert(CLUSTER == 1 || CLUSTER == 2, "CLUSTER is 1 or 2");
+    static_assert(STAGES >= 2, "the ring needs two stages at least (INFLIGHT holds one back)");
+    extern __shared__ uint8_t wsgemm_smem[];
+    uint8_t *base = align1024(wsgemm_smem);
+    uint8_t *extra = base + STAGES * P::STAGE_BYTES;       // the epilogue's shared memory
+    __shared__ uint64_t full[STAGES], empty[STAGES], turn[2];
+    const int wg = threadIdx.x / 128;
+    const int rank = cluster_rank<CLUSTER>();
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            tma::mbar_init(&full[s], 1);                // the producer's arrive.expect_tx
+            tma::mbar_init(&empty[s], CLUSTER);         // the stage's consumer, in every block
+        }
+        tma::mbar_init(&turn[0], 128);                  // every thread of the other warpgroup
+        tma::mbar_init(&turn[1], 128);
+        tma::fence_barrier_init();
+    }
+    if constexpr (CLUSTER > 1) cluster_sync();
+    else __syncthreads();
+
+    if (wg == 0) {
+        wgmma::setmaxnreg_dec<PRODUCER_REGS>();
+        if (threadIdx.x == 0) {
+            auto sched = setup.schedule();
+            Unit u;
+            int it = 0;                                 // k-blocks loaded so far (all units)
+            while (sched.next(u)) {
+                const int m0 = u.tm * PM, n0 = u.tn * PN;
+                for (int kb = u.kb0; kb < u.kb1; ++kb, ++it) {
+                    const int s = it % STAGES, r = it / STAGES;
+                    if (r > 0) mbar_wait_watchdog(&empty[s], (r - 1) & 1);
+                    bf16 *sA = reinterpret_cast<bf16 *>(base + s * P::STAGE_BYTES);
+                    bf16 *sB = sA + PM * BK;
+                    tma::mbar_arrive_expect_tx(&full[s], P::STAGE_BYTES);
+                    tma::load_2d(sA, amap, &full[s], kb * BK, m0);
+                    if constexpr (CLUSTER > 1) {
+                        constexpr int HALF = PN / 2;
+                        tma::load_2d_multicast(sB + rank * HALF * BK, bmap, &full[s], kb * BK,
+                                               n0 + rank * HALF, (uint16_t)((1 << CLUSTER) - 1));
+                    } else {
+                        tma::load_2d(sB, bmap, &full[s], kb * BK, n0);
+                    }
+                }
+            }
+        }
+    } else {
+        wgmma::setmaxnreg_inc<CONSUMER_REGS>();
+        const int c = wg - 1;
+        const bool releaser = threadIdx.x % 128 < CLUSTER;   // one arrival per block of the cluster
+        float d[P::FRAGS][P::ACC];
+#pragma unroll
+        for (int f = 0; f < P::FRAGS; ++f)
+#pragma unroll
+            for (int i = 0; i < P::ACC; ++i) d[f][i] = 0.f;
+        auto sched = setup.schedule();
+        auto epi = setup.epilogue();
+        Unit u;
+        int it = 0;             // ring position of unit i's first k-block
+        int i = 0;              // unit index in the block's list
+        while (sched.next(u)) {
+            if ((i & 1) == c) {
+                epi.begin(u, c, extra);
+                // unit i > 0 is this warpgroup's wait number (i + c) / 2 - 1 on turn[c] (i and c
+                // have the same parity): phase parity ((i + c) / 2 - 1) & 1
+                if (i > 0) mbar_wait_watchdog(&turn[c], (((i + c) >> 1) & 1) ^ 1);
+                int p = it;
+                for (int kb = u.kb0; kb < u.kb1; ++kb, ++p) {
+                    const int s = p % STAGES, r = p / STAGES;
+                    mbar_wait_watchdog(&full[s], r & 1);
+                    const bf16 *sA = reinterpret_cast<const bf16 *>(base + s * P::STAGE_BYTES);
+                    const bf16 *sB = sA + PM * BK;
+                    fence_frags<PM, PN>(d);
+                    wgmma::fence();
+                    mma_kblock_pp<PM, PN>(d, sA, sB, kb == u.kb0);
+                    wgmma::commit();
+                    wgmma::wait<INFLIGHT - 1>();
+                    fence_frags<PM, PN>(d);
+                    if (kb - u.kb0 >= INFLIGHT - 1 && releaser) {
+                        uint64_t *e = &empty[(p - (INFLIGHT - 1)) % STAGES];
+                        if constexpr (CLUSTER > 1) tma::mbar_arrive_cluster(e, threadIdx.x % 128);
+                        else tma::mbar_arrive(e);
+                    }
+                }
+                // every wgmma of this unit is issued: the next unit's owner may start its own
+                // (after the block's last unit nobody waits for this arrival: harmless)
+                tma::mbar_arrive(&turn[1 - c]);
+                if constexpr (INFLIGHT > 1) {
+                    wgmma::wait<0>();
+                    fence_frags<PM, PN>(d);
+                    if (releaser) {
+                        uint64_t *e = &empty[(p - 1) % STAGES];
+                        if constexpr (CLUSTER > 1) tma::mbar_arrive_cluster(e, threadIdx.x % 128);
+                        else tma::mbar_arrive(e);
+                    }
+                }
+                epi(u, d, c, extra);
+            }
+            it += u.kb1 - u.kb0;
+            ++i;
+        }
+        epi.end(c, extra);
+    }
+    // no block of a cluster may leave while its partner can still multicast into it
+    if constexpr (CLUSTER > 1) cluster_sync();
+}
+
+// The plain ping-pong epilogue: each fragment rounded to bf16 and stored from registers
+// (store_bf16), with an optional element-wise op.
+template <int PM, int PN, class Op = Identity>
+struct PingPongStoreBF16 {
+    bf16 *C;
+    int M, N;
+    Op op;
+    __device__ void begin(const Unit &, int, uint8_t *) {}
+    __device__ void operator()(const Unit &u, float (&d)[PM / 64][PN / 2], int, uint8_t *) {
+#pragma unroll
+        for (int f = 0; f < PM / 64; ++f)
+            wsgemm::store_bf16<PN>(d[f], C, M, N, u.tm * PM + 64 * f, u.tn * PN, op);
+    }
+    __device__ void end(int, uint8_t *) {}
+};
+
+// Split-K fixed up in the ping-pong GEMM (day 48 v5): SplitKFixup's protocol with one
+// warpgroup per unit. Every slice writes its fp32 partial (thread t's fragment f, float4 chunk
+// i at float4 index (f * PN / 8 + i) * 128 + t of the tile's slot), the warpgroup counts it on
+// the tile's counter, and the slice that completes the count adds the S partials in slice order
+// and runs the inner (ping-pong) epilogue. ws: S x tiles_m x tiles_n slots of PM x PN floats;
+// sem: tiles_m x tiles_n ints, zero before the first launch (the last slice resets its own).
+// slices == 1: the inner epilogue straight away (plain tiling).
+template <int PM, int PN, class Inner>
+struct PingPongSplitKFixup {
+    Inner inner;
+    float *ws;
+    int *sem;
+    int slices;             // clamp_slices(S, nk): what the schedule uses
+    int tiles_m, tiles_n;
+    __device__ void begin(const Unit &u, int c, uint8_t *smem) { inner.begin(u, c, smem); }
+    __device__ void end(int c, uint8_t *smem) { inner.end(c, smem); }
+    __device__ void operator()(const Unit &u, float (&d)[PM / 64][PN / 2], int c, uint8_t *smem) {
+        if (slices == 1) {
+            inner(u, d, c, smem);
+            return;
+        }
+        if (u.tm >= tiles_m) return;                    // a cluster pair's empty half
+        constexpr int FRAG = 64 * PN;                   // floats of one fragment's partial
+        __shared__ int last[2];                         // one flag per consumer warpgroup
+        const int t = threadIdx.x % 128;
+        const int tile = u.tm * tiles_n + u.tn;
+        const size_t per_slice = (size_t)tiles_m * tiles_n * PingPong<PM, PN>::ELEMS;
+        float *slot0 = ws + (size_t)tile * PingPong<PM, PN>::ELEMS;
+#pragma unroll
+        for (int f = 0; f < PM / 64; ++f)
+            wsgemm::partial_store<PN / 2, 128>(slot0 + u.slice * per_slice + f * FRAG, d[f], t);
+        __threadfence();                                // my partial before the count
+        wg_sync(c);
+        if (t == 0) {
+            last[c] = atomic_add_acq_rel(&sem[tile], 1) == slices - 1;
+            if (last[c]) sem[tile] = 0;
+        }
+        wg_sync(c);
+        if (!last[c]) return;
+#pragma unroll
+        for (int f = 0; f < PM / 64; ++f) wsgemm::partial_load<PN / 2, 128>(d[f], slot0 + f * FRAG, t);
+        for (int s = 1; s < slices; ++s) {
+#pragma unroll
+            for (int f = 0; f < PM / 64; ++f)
+                wsgemm::partial_add<PN / 2, 128>(d[f], slot0 + s * per_slice + f * FRAG, t);
+        }
+        inner(u, d, c, smem);
+    }
+};
 
 }  // namespace wsgemm
 }  // namespace cuda100

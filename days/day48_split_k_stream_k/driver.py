@@ -25,6 +25,8 @@ VERSIONS = {
     "v2": "split-K: S slices of K a tile, fp32 partials [S, M, N], a reduce kernel",
     "v3": "split-K reduced in the GEMM: the last slice adds all S in order (per-tile counter)",
     "v4": "stream-K: equal shares of (tile, k-block) iterations a block, flag fix-up (hybrid)",
+    "v5": "ping-pong: a 128x128 tile per consumer warpgroup, epilogues overlap the other's "
+          "wgmma; v3's split-K where tiles are few",
 }
 BEST = "v4"   # the lead corrects it from the GPU run
 SIZE_HELP = "MxKxN for C[M,N] = A[M,K] . B[N,K]^T in bf16, e.g. 1024x65536x1024"
@@ -60,6 +62,14 @@ FIX_KBLOCKS, READ_KBLOCKS = 4, 1
 MIN_SK_ITERS = 4                  # stream-K: at least this many iterations a block
 MODES = ("hybrid", "pure", "sk1")  # stream-K: data-parallel waves before the stream-K tiles
 MAX_ITERS = 2 ** 31 - 1            # the stream-K iteration counts are 32-bit
+# v5 (ping-pong) kernels: (tile rows PM, tile columns PN, ring stages, cluster)
+PINGPONG = {"gemm_v5": (128, 128, 6, 1), "gemm_v5_64": (64, 256, 5, 1),
+            "gemm_v5_c2": (128, 128, 6, 2)}
+
+
+def pingpong_smem(pm: int, pn: int, stages: int) -> int:
+    """wsgemm::pingpong_smem_bytes<pm, pn, stages>(): the ring and 1024 to align it."""
+    return stages * (pm + pn) * BK * 2 + 1024
 
 
 # --- the schedules (host side: the kernel's wsgemm::SplitK / StreamK do the same) ------------
@@ -68,9 +78,10 @@ def k_padded(k: int) -> int:
     return H.cdiv(k, 8) * 8
 
 
-def tile_grid(m: int, k: int, n: int) -> tuple:
-    """(tiles_m, tiles_n, nk): 128-row tiles, 256-column tiles, 64-deep k-blocks."""
-    return H.cdiv(m, BM), H.cdiv(n, BN), H.cdiv(k_padded(k), BK)
+def tile_grid(m: int, k: int, n: int, bm: int = BM, bn: int = BN) -> tuple:
+    """(tiles_m, tiles_n, nk): bm-row tiles, bn-column tiles (128 x 256 unless given),
+    64-deep k-blocks."""
+    return H.cdiv(m, bm), H.cdiv(n, bn), H.cdiv(k_padded(k), BK)
 
 
 def split_cost(tiles: int, nk: int, sms: int, s: int) -> int:
@@ -157,12 +168,30 @@ def stream_k_contributors(tiles: int, nk: int, dp_tiles: int, sk_blocks: int, gr
     return out
 
 
+def pingpong_kernel(tile: int = 128, cluster: int = 1) -> str:
+    """v5's kernel: 128 x 128 tiles (tile=128; cluster 1 or 2) or 64 x 256 (tile=64)."""
+    if tile == 64 and cluster == 1:
+        return "gemm_v5_64"
+    if tile == 128:
+        return "gemm_v5_c2" if cluster == 2 else "gemm_v5"
+    raise ValueError(f"no ping-pong kernel for tile={tile}, cluster={cluster}")
+
+
 def plan_for(version: str, size, sms: int, slices: int | None = None, mode: str = "hybrid",
-             cluster: int = 1) -> dict:
+             cluster: int = 1, tile: int = 128) -> dict:
     """The kernel a version runs at this size and its launch numbers: {"version": the version
     whose kernel runs (v2/v3 with one slice and v4 without stream-K tiles run v1's), "kernel",
-    "grid", and "slices" or "dp_tiles"/"sk_blocks"}."""
+    "grid", and "slices" or "dp_tiles"/"sk_blocks"}. v5 always runs its own kernel (S = 1:
+    whole tiles); `tile` picks its tile (128: 128 x 128, 64: 64 x 256)."""
     m, k, n = size
+    if version == "v5":
+        kernel = pingpong_kernel(tile, cluster)
+        pm, pn, _, _ = PINGPONG[kernel]
+        tiles_m, tiles_n, nk = tile_grid(m, k, n, pm, pn)
+        units = H.cdiv(tiles_m, cluster) * tiles_n
+        s = max(1, min(slices or split_slices(tiles_m * tiles_n, nk, sms), nk, MAX_SLICES))
+        return {"version": "v5", "kernel": kernel, "slices": s,
+                "grid": cluster * min(units * s, sms // cluster)}
     tiles_m, tiles_n, nk = tile_grid(m, k, n)
     tiles = tiles_m * tiles_n
     c2 = "_c2" if cluster == 2 else ""
@@ -232,18 +261,18 @@ def _operands(d):
     return out[0], out[1], k8
 
 
-def _maps(d, a_ptr, b_ptr, kk, cluster):
-    """Tensor maps of A (box 64 x 128) and B (box 64 x 256, or 64 x 128 when a cluster pair
-    fetches half each), uploaded once per pointers and shape."""
+def _maps(d, a_ptr, b_ptr, kk, cluster, bm=BM, bn=BN):
+    """Tensor maps of A (box 64 x bm) and B (box 64 x bn, or 64 x bn/2 when a cluster pair
+    fetches half each), uploaded once per pointers, shape and tile."""
     from common.tma import tiled_map, upload
 
     m, _, n = d.size
-    key = (int(a_ptr), int(b_ptr), kk, cluster)
+    key = (int(a_ptr), int(b_ptr), kk, cluster, bm, bn)
     cache = d.__dict__.setdefault("_tensor_maps", {})
     if key not in cache:
         cache[key] = upload(
-            tiled_map(int(a_ptr), "bfloat16", dims=(kk, m), box=(BK, BM), swizzle=128),
-            tiled_map(int(b_ptr), "bfloat16", dims=(kk, n), box=(BK, BN // cluster), swizzle=128))
+            tiled_map(int(a_ptr), "bfloat16", dims=(kk, m), box=(BK, bm), swizzle=128),
+            tiled_map(int(b_ptr), "bfloat16", dims=(kk, n), box=(BK, bn // cluster), swizzle=128))
     return cache[key].ptr(0), cache[key].ptr(1)
 
 
@@ -251,10 +280,22 @@ def run_plan(d, plan: dict):
     """Enqueue the kernel(s) of a plan (plan_for) on DeviceCase d."""
     m, k, n = d.size
     a_ptr, b_ptr, kk = _operands(d)
-    cluster = 2 if plan["kernel"].endswith("_c2") else 1
-    amap, bmap = _maps(d, a_ptr, b_ptr, kk, cluster)
-    grid, block = (plan["grid"], 1, 1), (THREADS, 1, 1)
     kernel = plan["kernel"]
+    grid, block = (plan["grid"], 1, 1), (THREADS, 1, 1)
+    if kernel in PINGPONG:
+        pm, pn, stages, cluster = PINGPONG[kernel]
+        amap, bmap = _maps(d, a_ptr, b_ptr, kk, cluster, pm, pn)
+        tiles_m, tiles_n, _ = tile_grid(m, k, n, pm, pn)
+        s = plan["slices"]
+        # one slot a tile and slice (S = 1 writes no partials: a token buffer)
+        ws = d.scratch("ws_v5", (s * tiles_m * tiles_n * pm * pn if s > 1 else 1,), np.float32)
+        sem = d.scratch("sem_v5", (tiles_m * tiles_n,), np.int32, zero=True)
+        shared = pingpong_smem(pm, pn, stages)
+        K(kernel, "PPPPPiiii", dynamic_smem=shared).prepared_call(
+            grid, block, amap, bmap, d.c, ws, sem, m, n, kk, s, shared_size=shared)
+        return
+    cluster = 2 if kernel.endswith("_c2") else 1
+    amap, bmap = _maps(d, a_ptr, b_ptr, kk, cluster)
     tiles_m, tiles_n, _ = tile_grid(m, k, n)
     if kernel.startswith("gemm_v1"):
         K(kernel, "PPPiii", dynamic_smem=SMEM).prepared_call(
@@ -332,14 +373,18 @@ def schedule_rows(sms: int) -> list:
             sk = [p["dp_tiles"], p["sk_blocks"], f"{share:.1f}", shared]
         else:
             sk = [tiles, 0, "-", 0]
+        pp = plan_for("v5", size, sms)
+        pm, pn, _, _ = PINGPONG[pp["kernel"]]
+        pp_tiles = H.cdiv(m, pm) * H.cdiv(n, pn)
         rows.append([H.size_str(size), tiles, nk, min(tiles, sms), f"{tiles / sms:.2f}", s,
-                     tiles * s] + sk)
+                     tiles * s] + sk + [pp_tiles, pp["slices"],
+                                        f"{pp_tiles * pp['slices'] / pp['grid']:.2f}"])
     return rows
 
 
 SCHEDULE_HEADERS = ["size", "tiles", "k-blocks a tile", "v1 busy SMs", "waves", "S",
                     "split units", "dp tiles", "stream-K blocks", "iterations a block",
-                    "shared tiles"]
+                    "shared tiles", "v5 tiles (128x128)", "v5 S", "v5 units a block"]
 
 
 def extras(report, mode):

@@ -31,9 +31,15 @@
 //       whole-tile waves when there are more than two waves of tiles: the hybrid); a tile
 //       shared by consecutive blocks is finished by the block that did its k-block 0, which
 //       waits for the others' flags and adds their partials in block order
+//   v5  ping-pong consumers (wsgemm::run_pingpong): each consumer warpgroup owns a whole
+//       128 x 128 tile and the two take turns on the tensor cores, so one warpgroup's epilogue
+//       (bf16 store, or v3's split-K fix-up) runs while the other's wgmma do; 128 x 128 tiles
+//       also cut the wave quantization (8192 x 3072 x 768: 384 tiles, 2.91 a block); v3's
+//       split-K (the host's S) where tiles are few
 // Sweep candidates (.notes/day48_sweep.py): gemm_v1_c2 and gemm_v3_c2, v1 and v3 in clusters
-// of two blocks along M with B multicast (day 45's v6); the split count and the stream-K
-// hybrid are launch parameters.
+// of two blocks along M with B multicast (day 45's v6); gemm_v5_64 (v5 on 64 x 256 tiles) and
+// gemm_v5_c2 (v5 in clusters of two); the split count and the stream-K hybrid are launch
+// parameters.
 #include <cuda_bf16.h>
 #include <cstdint>
 
@@ -182,6 +188,56 @@ gemm_v4(MAPS, bf16 *C, float *ws, int *flags, int M, int N, int K, int dp_tiles,
     W::StreamK<GROUP> sched(g, plan, blockIdx.x, gridDim.x, 0);
     W::StreamKFixup<BN, W::StoreBF16<BN>> epi{{C, M, N}, ws, flags, plan, 0, 1, g.tiles_m};
     W::run<BN, STAGES, 1, INFLIGHT>(amap, bmap, sched, epi);
+}
+
+// ---------------------------------------------------------------------------------------------
+// v5: ping-pong consumers (wsgemm::run_pingpong). Each consumer warpgroup owns a whole 128 x 128
+// tile (two m64n128 fragments, 128 fp32 accumulators a thread as before) and the two take turns
+// on the tensor cores: one runs its mainloop while the other runs its epilogue (store, or the
+// split-K fix-up). The units are v3's (tile, slice) with S from the host (S = 1: whole tiles);
+// the fix-up is v3's per-tile counter, per warpgroup (wsgemm::PingPongSplitKFixup). ws: S x
+// tiles_m x tiles_n slots of 128 x 128 floats; sem one counter a tile (zero before the first
+// launch). Nothing spins across blocks: any grid is safe.
+template <int PM, int PN, int CLUSTER>
+struct PingPongSetup {
+    bf16 *C;
+    float *ws;
+    int *sem;
+    int M, N, K, slices;
+    __device__ W::Geometry geometry() const { return W::Geometry::make(M, N, K, PN, CLUSTER, PM); }
+    __device__ W::SplitK<GROUP> schedule() const {
+        return W::SplitK<GROUP>(geometry(), slices, blockIdx.x / CLUSTER, gridDim.x / CLUSTER,
+                                W::cluster_rank<CLUSTER>());
+    }
+    __device__ W::PingPongSplitKFixup<PM, PN, W::PingPongStoreBF16<PM, PN>> epilogue() const {
+        const W::Geometry g = geometry();
+        return {{C, M, N}, ws, sem, W::clamp_slices(slices, g.nk), g.tiles_m, g.tiles_n};
+    }
+};
+
+template <int PM, int PN, int STAGES_PP, int CLUSTER>
+__device__ __forceinline__ void pingpong(MAPS, bf16 *C, float *ws, int *sem, int M, int N, int K,
+                                         int slices) {
+    const PingPongSetup<PM, PN, CLUSTER> setup{C, ws, sem, M, N, K, slices};
+    W::run_pingpong<PM, PN, STAGES_PP, CLUSTER, INFLIGHT>(amap, bmap, setup);
+}
+
+#define V5_ARGS MAPS, bf16 *C, float *ws, int *sem, int M, int N, int K, int slices
+
+// 128 x 128 tiles, a 6-stage ring of 32 KB (192 KB, as v1-v4's 4 x 48 KB)
+extern "C" __global__ void __launch_bounds__(W::THREADS, 1) gemm_v5(V5_ARGS) {
+    pingpong<128, 128, 6, 1>(amap, bmap, C, ws, sem, M, N, K, slices);
+}
+
+// sweep candidates: 64 x 256 tiles (one m64n256 fragment; 5 stages of 40 KB), and 128 x 128
+// tiles in clusters of two along M sharing B by multicast
+extern "C" __global__ void __launch_bounds__(W::THREADS, 1) gemm_v5_64(V5_ARGS) {
+    pingpong<64, 256, 5, 1>(amap, bmap, C, ws, sem, M, N, K, slices);
+}
+
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(W::THREADS, 1)
+gemm_v5_c2(V5_ARGS) {
+    pingpong<128, 128, 6, 2>(amap, bmap, C, ws, sem, M, N, K, slices);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -25,6 +25,8 @@ VERSIONS = {
     "v2": "epilogue fused into the register -> global bf16 stores (2 kernels)",
     "v3": "fused epilogue through swizzled shared memory and TMA stores",
     "v4": "v3 with stmatrix; fc2 on 128x128 tiles when they fill the waves better",
+    "v5": "v4's epilogue on the ping-pong GEMM: a 128x128 tile per consumer warpgroup, one "
+          "warpgroup's epilogue overlaps the other's wgmma",
 }
 BEST = "v4"   # the lead corrects it from the GPU run
 SIZE_HELP = "TxC (tokens x model width; the hidden width is 4C), e.g. 8192x768"
@@ -60,6 +62,23 @@ KERNELS = {
 }
 
 
+def pingpong_smem(pm: int, pn: int, stages: int, nbuf: int = 0) -> int:
+    """wsgemm::pingpong_smem_bytes<pm, pn, stages>(staging): the ring of (pm + pn) x 64 bf16
+    stages, two warpgroups' staging boxes, 1024 to align."""
+    return stages * (pm + pn) * BK * 2 + 2 * nbuf * BOX * BOX * 2 + 1024
+
+
+# v5 (ping-pong) kernels -> (tile rows PM, tile columns PN, ring stages, staging boxes a
+# warpgroup, cluster, epilogue: "tma" through shared memory, "direct" register stores)
+PINGPONG = {
+    "fc1_v5": (128, 128, 6, 2, 1, "tma"), "fc2_v5": (128, 128, 6, 2, 1, "tma"),
+    "fc1_v5_b4": (128, 128, 5, 4, 1, "tma"), "fc1_v5_64": (64, 256, 4, 4, 1, "tma"),
+    "fc2_v5_64": (64, 256, 4, 4, 1, "tma"), "fc1_v5_c2": (128, 128, 6, 2, 2, "tma"),
+    "fc2_v5_c2": (128, 128, 6, 2, 2, "tma"), "fc1_v5_direct": (128, 128, 7, 0, 1, "direct"),
+    "gemm_v5": (128, 128, 6, 2, 1, "tma"),     # no bias, GELU or residual: the GEMM alone
+}
+
+
 def wave_efficiency(tiles: int, sms: int) -> float:
     """Work over time: tiles / (waves x SMs); 1.0 when the last wave is full."""
     return tiles / (H.cdiv(tiles, sms) * sms)
@@ -81,6 +100,8 @@ def kernels_of(version: str, size, sms: int) -> tuple:
         return "gemm_v1", "gemm_v1"
     if version == "v4":
         return "fc1_v4", f"fc2_v4_bn{fc2_tile(t, c, sms)}"
+    if version == "v5":
+        return "fc1_v5", "fc2_v5"
     if version in ("v2", "v3"):
         return f"fc1_{version}", f"fc2_{version}"
     raise ValueError(f"unknown version {version!r}")
@@ -139,9 +160,41 @@ def _gemm_grid(m, n, bn, sms):
     return (min(H.cdiv(m, BM) * H.cdiv(n, bn), sms), 1, 1)
 
 
+def run_pingpong(d, layer: int, kernel: str, sms: int):
+    """Enqueue one layer on a v5 (ping-pong) kernel. 'gemm_v5' is the plain GEMM (no bias,
+    GELU or residual) into the layer's output: a timing of the GEMM alone, not the MLP."""
+    t, c = d.size
+    pm, pn, stages, nbuf, cluster, store = PINGPONG[kernel]
+    if layer == 1:
+        a, w, m, n, k, out = d.x, d.w1, t, 4 * c, c, d.h
+    else:
+        a, w, m, n, k, out = d.h, d.w2, t, c, 4 * c, d.y
+    amap = _map(d, a, k, m, BK, pm)
+    bmap = _map(d, w, k, n, BK, pn // cluster)
+    units = H.cdiv(H.cdiv(m, pm), cluster) * H.cdiv(n, pn)
+    grid, block = (cluster * min(units, sms // cluster), 1, 1), (THREADS, 1, 1)
+    shared = pingpong_smem(pm, pn, stages, nbuf)
+    bias = d.b1 if layer == 1 else d.b2
+    extra = () if layer == 1 else (d.r,)
+    if store == "direct":
+        K(kernel, "PPPP" + "P" * len(extra) + "iii", dynamic_smem=shared).prepared_call(
+            grid, block, amap, bmap, out, bias, *extra, m, n, k, shared_size=shared)
+        return
+    cmap = _map(d, out, n, m, BOX, BOX)
+    if kernel == "gemm_v5":
+        K(kernel, "PPPiii", dynamic_smem=shared).prepared_call(
+            grid, block, amap, bmap, cmap, m, n, k, shared_size=shared)
+        return
+    K(kernel, "PPPP" + "P" * len(extra) + "iii", dynamic_smem=shared).prepared_call(
+        grid, block, amap, bmap, cmap, bias, *extra, m, n, k, shared_size=shared)
+
+
 def run_layer(d, layer: int, kernel: str, sms: int, mode: str = "hybrid"):
     """Enqueue one layer (1: fc1, 2: fc2) with one kernel (v1's 'gemm_v1' also runs its
     element-wise kernel) on DeviceCase d."""
+    if kernel in PINGPONG:
+        run_pingpong(d, layer, kernel, sms)
+        return
     t, c = d.size
     bn, shared = KERNELS[kernel]
     if layer == 1:
@@ -226,13 +279,14 @@ def baselines(d):
 
 
 LAYER_HEADERS = ["layer", "v1 unfused ms", "fused (BEST) ms", "torch eager ms", "cuBLAS GEMM ms",
-                 "unfused extra MB"]
+                 "unfused extra MB", "v4 ms", "v5 ms", "v5 GEMM alone ms"]
 
 
 def extras(report, mode):
     """Each layer timed on its own at every benchmark size: v1's GEMM + element-wise kernel, the
-    BEST version's fused kernel, torch eager, and cuBLAS's GEMM alone; and the traffic fusion
-    removes (the pre-activation's round trip)."""
+    BEST version's fused kernel, torch eager, and cuBLAS's GEMM alone; the traffic fusion
+    removes (the pre-activation's round trip); v4's and v5's fused kernels, and v5's ping-pong
+    GEMM with no epilogue op (gemm_v5: what the bias, GELU and residual cost on top of it)."""
     if mode != "bench":
         return
     torch = torch_or_none()
@@ -251,6 +305,7 @@ def extras(report, mode):
         v = _torch_views(d)
         hv = as_torch(d.array("h")).view(torch.bfloat16)
         fused = kernels_of(BEST, size, sms)
+        v4, v5 = kernels_of("v4", size, sms), kernels_of("v5", size, sms)
         ops = {
             1: (lambda: F.gelu(F.linear(v["x"], v["w1"], v["b1"]), approximate="tanh"),
                 lambda: torch.matmul(v["x"], v["w1"].t()), 2 * 2 * 4 * t * c),
@@ -262,8 +317,10 @@ def extras(report, mode):
             times = [time_fn(lambda: run_layer(d, layer, "gemm_v1", sms)).median_ms,
                      time_fn(lambda: run_layer(d, layer, fused[layer - 1], sms)).median_ms,
                      time_fn(eager).median_ms, time_fn(gemm).median_ms]
+            more = [time_fn(lambda: run_layer(d, layer, k, sms)).median_ms
+                    for k in (v4[layer - 1], v5[layer - 1], "gemm_v5")]
             rows.append([f"{H.size_str(size)} fc{layer}"] + [f"{x:.4f}" for x in times]
-                        + [f"{extra_bytes / 1e6:.1f}"])
+                        + [f"{extra_bytes / 1e6:.1f}"] + [f"{x:.4f}" for x in more])
         del d
     report.section("Layers on their own (median ms)", rows, LAYER_HEADERS)
 

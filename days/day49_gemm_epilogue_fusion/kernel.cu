@@ -28,8 +28,14 @@
 //   v4  v3 with stmatrix (one instruction stores four 8x8 blocks of the accumulator layout) and
 //       a tile per layer: fc2 (N = C: few column tiles) runs 128 x 128 tiles when they fill the
 //       last wave better than 128 x 256 (the host decides from the tile counts).
+//   v5  v4's epilogue on the ping-pong GEMM (wsgemm::run_pingpong): each consumer warpgroup owns
+//       a whole 128 x 128 tile and the two take turns on the tensor cores, so one warpgroup's
+//       bias / GELU / staging / stores run under the other's wgmma.
 // Sweep candidates (.notes/day49_sweep.py): fc1_s3b4 (3 stages, four staging boxes per
-// warpgroup), fc1_bn128, fc2_bn256, fc2_sk (fc2 by day 48's stream-K, fused epilogue).
+// warpgroup), fc1_bn128, fc2_bn256, fc2_sk (fc2 by day 48's stream-K, fused epilogue); v5's
+// fc1_v5_b4 (5 stages, four boxes a warpgroup), fc1_v5_64 / fc2_v5_64 (64 x 256 tiles),
+// fc1_v5_c2 / fc2_v5_c2 (clusters of two, B multicast), fc1_v5_direct (v2's register stores),
+// gemm_v5 (the ping-pong GEMM with no op: the GEMM alone).
 #include <cuda_bf16.h>
 #include <cstdint>
 
@@ -219,14 +225,14 @@ struct StoreTma {
     int boxes = 0;            // boxes this warpgroup has stored so far (all threads count alike)
     __device__ void begin(const W::Unit &, int, uint8_t *) {}
     __device__ void operator()(const W::Unit &u, float (&d)[BN / 2], int c, uint8_t *smem) {
-        const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
-        const bool leader = t == 0;
+        frag(d, u.tm * W::BM + 64 * c, u.tn * BN, c, smem);
+    }
+    // The op on the accumulator blocks j0 .. j1 - 1 (columns col0 + 8 j0 .. col0 + 8 j1 - 1).
+    __device__ __forceinline__ void apply(float (&d)[BN / 2], int row0, int col0, int j0, int j1) {
         int r0, c0;
         W::frag_origin(r0, c0);
-        const int row0 = u.tm * W::BM + 64 * c, col0 = u.tn * BN;
-        if (row0 >= M) return;                         // (never in a full grid: kept for safety)
 #pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
+        for (int j = j0; j < j1; ++j) {
             const int col = col0 + 8 * j + c0;
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
@@ -234,10 +240,25 @@ struct StoreTma {
                 if (row < M && col < N) op(d[4 * j + 2 * h], d[4 * j + 2 * h + 1], row, col, col + 1 < N);
             }
         }
+    }
+    // One 64 x BN accumulator fragment whose rows start at row0 and columns at col0, by
+    // consumer warpgroup c (its staging buffers; v5 calls it once per fragment of its tile).
+    // OP_PER_BOX: the op runs box by box, just before each box is staged (v5: fewer values in
+    // flight at once; v3 / v4 apply it to the whole fragment first).
+    template <bool OP_PER_BOX = false>
+    __device__ __forceinline__ void frag(float (&d)[BN / 2], int row0, int col0, int c,
+                                         uint8_t *smem) {
+        const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+        const bool leader = t == 0;
+        int r0, c0;
+        W::frag_origin(r0, c0);
+        if (row0 >= M) return;                         // a partial tile's empty fragment
+        if constexpr (!OP_PER_BOX) apply(d, row0, col0, 0, BN / 8);
         uint8_t *bufs = smem + c * NBUF * BOX_BYTES;
 #pragma unroll
         for (int jb = 0; jb < BN / BOX; ++jb) {
             if (col0 + BOX * jb >= N) break;           // the same for the whole warpgroup
+            if constexpr (OP_PER_BOX) apply(d, row0, col0, 8 * jb, 8 * jb + 8);
             uint8_t *buf = bufs + (boxes++ % NBUF) * BOX_BYTES;
             if (leader) tma::store_wait_read<NBUF - 1>();
             warpgroup_sync(c);
@@ -340,4 +361,96 @@ extern "C" __global__ void __launch_bounds__(W::THREADS, 1)
 fc2_sk(FC2_ARGS, float *ws, int *flags, int dp_tiles, int sk_blocks) {
     gemm_tma_sk<256, 4, 2, true>(amap, bmap, ymap, BiasResidual{b2, r, N}, ws, flags, M, N, K,
                                  dp_tiles, sk_blocks);
+}
+
+// ---------------------------------------------------------------------------------------------
+// v5: the same fused epilogue on the ping-pong GEMM (wsgemm::run_pingpong). Each consumer
+// warpgroup owns a whole PM x PN tile (128 x 128: two m64n128 fragments, 128 accumulators a
+// thread as before) and the two take turns on the tensor cores, so one warpgroup's bias, GELU,
+// staging and TMA stores run while the other's wgmma do. The epilogue is v4's (stmatrix into the
+// warpgroup's own swizzled boxes, one TMA store a box), called once per 64-row fragment.
+template <int PM, int PN, int NBUF, class Op>
+struct PingPongStoreTma {
+    StoreTma<PN, NBUF, true, Op> s;
+    __device__ void begin(const W::Unit &, int, uint8_t *) {}
+    __device__ void operator()(const W::Unit &u, float (&d)[PM / 64][PN / 2], int c, uint8_t *smem) {
+#pragma unroll
+        for (int f = 0; f < PM / 64; ++f) s.template frag<false>(d[f], u.tm * PM + 64 * f, u.tn * PN, c, smem);
+    }
+    __device__ void end(int c, uint8_t *smem) { s.end(c, smem); }
+};
+
+// The kernel's parameters; the schedule (whole tiles, persistent, grouped order) and the
+// epilogue are built inside each warpgroup's own code (run_pingpong's note on setmaxnreg).
+template <int PM, int PN, int NBUF, int CLUSTER, class Op>
+struct TmaSetup {
+    const CUtensorMap *cmap;
+    Op op;
+    int M, N, K;
+    __device__ W::DataParallel<GROUP> schedule() const {
+        return W::DataParallel<GROUP>(W::Geometry::make(M, N, K, PN, CLUSTER, PM),
+                                      blockIdx.x / CLUSTER, gridDim.x / CLUSTER,
+                                      W::cluster_rank<CLUSTER>());
+    }
+    __device__ PingPongStoreTma<PM, PN, NBUF, Op> epilogue() const { return {{cmap, op, M, N}}; }
+};
+
+// the sweep's register-store candidate: v2's epilogue on the ping-pong GEMM
+template <int PM, int PN, int CLUSTER, class Op>
+struct DirectSetup {
+    bf16 *out;
+    Op op;
+    int M, N, K;
+    __device__ W::DataParallel<GROUP> schedule() const {
+        return W::DataParallel<GROUP>(W::Geometry::make(M, N, K, PN, CLUSTER, PM),
+                                      blockIdx.x / CLUSTER, gridDim.x / CLUSTER,
+                                      W::cluster_rank<CLUSTER>());
+    }
+    __device__ W::PingPongStoreBF16<PM, PN, Op> epilogue() const { return {out, M, N, op}; }
+};
+
+template <int PM, int PN, int STAGES, int NBUF, int CLUSTER, class Op>
+__device__ __forceinline__ void pingpong_tma(MAPS, const CUtensorMap *cmap, Op op, int M, int N,
+                                             int K) {
+    const TmaSetup<PM, PN, NBUF, CLUSTER, Op> setup{cmap, op, M, N, K};
+    W::run_pingpong<PM, PN, STAGES, CLUSTER, INFLIGHT>(amap, bmap, setup);
+}
+
+// v5: 128 x 128 tiles, a 6-stage ring of 32 KB, two 8 KB staging boxes a warpgroup (224 KB)
+extern "C" __global__ void __launch_bounds__(W::THREADS, 1) fc1_v5(FC1_ARGS) {
+    pingpong_tma<128, 128, 6, 2, 1>(amap, bmap, hmap, BiasGelu{b1}, M, N, K);
+}
+extern "C" __global__ void __launch_bounds__(W::THREADS, 1) fc2_v5(FC2_ARGS) {
+    pingpong_tma<128, 128, 6, 2, 1>(amap, bmap, ymap, BiasResidual{b2, r, N}, M, N, K);
+}
+
+// sweep candidates: b4 (5 stages, four boxes a warpgroup: a whole 128 x 128 tile staged without
+// waiting for a buffer), 64 x 256 tiles (4 stages of 40 KB, four boxes), clusters of two along M
+// sharing B, v2's register stores (7 stages), and the plain GEMM on the same kernel (no op:
+// what the epilogue costs over the GEMM alone)
+extern "C" __global__ void __launch_bounds__(W::THREADS, 1) fc1_v5_b4(FC1_ARGS) {
+    pingpong_tma<128, 128, 5, 4, 1>(amap, bmap, hmap, BiasGelu{b1}, M, N, K);
+}
+extern "C" __global__ void __launch_bounds__(W::THREADS, 1) fc1_v5_64(FC1_ARGS) {
+    pingpong_tma<64, 256, 4, 4, 1>(amap, bmap, hmap, BiasGelu{b1}, M, N, K);
+}
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(W::THREADS, 1)
+fc1_v5_c2(FC1_ARGS) {
+    pingpong_tma<128, 128, 6, 2, 2>(amap, bmap, hmap, BiasGelu{b1}, M, N, K);
+}
+extern "C" __global__ void __launch_bounds__(W::THREADS, 1)
+fc1_v5_direct(MAPS, bf16 *h, const bf16 *b1, int M, int N, int K) {
+    const DirectSetup<128, 128, 1, BiasGelu> setup{h, BiasGelu{b1}, M, N, K};
+    W::run_pingpong<128, 128, 7, 1, INFLIGHT>(amap, bmap, setup);
+}
+extern "C" __global__ void __launch_bounds__(W::THREADS, 1) fc2_v5_64(FC2_ARGS) {
+    pingpong_tma<64, 256, 4, 4, 1>(amap, bmap, ymap, BiasResidual{b2, r, N}, M, N, K);
+}
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(W::THREADS, 1)
+fc2_v5_c2(FC2_ARGS) {
+    pingpong_tma<128, 128, 6, 2, 2>(amap, bmap, ymap, BiasResidual{b2, r, N}, M, N, K);
+}
+extern "C" __global__ void __launch_bounds__(W::THREADS, 1)
+gemm_v5(MAPS, const CUtensorMap *__restrict__ cmap, int M, int N, int K) {
+    pingpong_tma<128, 128, 6, 2, 1>(amap, bmap, cmap, W::Identity{}, M, N, K);
 }

@@ -191,6 +191,164 @@ def test_shared_memory_fits():
     assert driver.SMEM <= 227 * 1024
 
 
+# --- v5: the ping-pong schedule ------------------------------------------------------------------
+
+def test_plan_for_v5():
+    # 8192 x 3072 x 768 on 128 x 128 tiles: 64 x 6 = 384 tiles, 48 k-blocks; no split pays
+    assert driver.plan_for("v5", (8192, 3072, 768), 132) == {
+        "version": "v5", "kernel": "gemm_v5", "slices": 1, "grid": 132}
+    # 1024 x 65536 x 1024: 64 tiles of 1024 k-blocks -> 2 slices, 128 units
+    assert driver.plan_for("v5", (1024, 65536, 1024), 132) == {
+        "version": "v5", "kernel": "gemm_v5", "slices": 2, "grid": 128}
+    # 64 x 256 tiles: 1100 rows = 18 row tiles, 600 columns = 3 column tiles
+    p = driver.plan_for("v5", (1100, 4096, 600), 132, tile=64, slices=1)
+    assert p == {"version": "v5", "kernel": "gemm_v5_64", "slices": 1, "grid": 54}
+    # clusters of two: 9 row tiles of 128 -> 5 pairs x 5 column tiles x 3 slices = 75 > 66
+    p = driver.plan_for("v5", (1100, 4096, 600), 132, cluster=2, slices=3)
+    assert p == {"version": "v5", "kernel": "gemm_v5_c2", "slices": 3, "grid": 132}
+    assert driver.plan_for("v5", (128, 128, 256), 132, slices=9)["slices"] == 2   # <= nk
+    with pytest.raises(ValueError, match="tile"):
+        driver.plan_for("v5", (128, 128, 128), 132, tile=64, cluster=2)
+
+
+def test_v5_runs_its_own_kernel(monkeypatch):
+    monkeypatch.setattr(driver, "_sms", lambda: 132)
+    assert driver.same_as("v5", (2048, 32768, 2048)) is None
+    assert driver.same_as("v5", (8192, 3072, 768)) is None
+
+
+def test_pingpong_shared_memory_fits():
+    # 227 KB a block, less the static mbarriers (< 128 bytes)
+    for pm, pn, stages, _ in driver.PINGPONG.values():
+        assert driver.pingpong_smem(pm, pn, stages) <= 227 * 1024 - 128
+    assert driver.pingpong_smem(128, 128, 6) == 6 * 32 * 1024 + 1024
+
+
+def test_schedule_rows_show_v5():
+    rows = [dict(zip(driver.SCHEDULE_HEADERS, r)) for r in driver.schedule_rows(132)]
+    first, last = rows[0], rows[-1]
+    assert first["v5 tiles (128x128)"] == 64 and first["v5 S"] == 2
+    assert first["v5 units a block"] == "1.00"
+    assert last["size"] == "8192x3072x768" and last["v5 tiles (128x128)"] == 384
+    assert last["v5 S"] == 1 and last["v5 units a block"] == "2.91"
+
+
+# A model of run_pingpong's barriers (wgmma_gemm.cuh) for one block: the producer and the two
+# consumer warpgroups are generators, the mbarriers count arrivals and completed phases, and
+# a wait by parity succeeds as the hardware's does (when the barrier's current phase has the
+# other parity), so a wait that would see a stale phase is caught. Checked on every step: a
+# consumer reads the k-block that was loaded for its ring position, the producer never refills
+# a stage a wgmma may still read, and only one warpgroup issues wgmma at a time.
+
+class _Bar:
+    def __init__(self, count):
+        self.count, self.arrived, self.phases = count, 0, 0
+
+    def arrive(self):
+        self.arrived += 1
+        if self.arrived == self.count:
+            self.arrived, self.phases = 0, self.phases + 1
+
+    def ready(self, parity):
+        return (self.phases & 1) != parity
+
+
+def _pingpong_model(units, stages, inflight, seed, turn_parity=None, wait_turns=True):
+    """Run the model; units = k-blocks of each unit of the block, in order. Returns the
+    (warpgroup, unit) mainloop order. Raises AssertionError on a deadlock or a violation."""
+    full = [_Bar(1) for _ in range(stages)]
+    empty = [_Bar(1) for _ in range(stages)]
+    turn = [_Bar(128), _Bar(128)]
+    loaded = [None] * stages           # ring position whose data a stage holds
+    reading = set()                    # positions a wgmma may still read
+    issuing = []                       # warpgroups inside their mainloop
+    order = []
+    parity_of = turn_parity or (lambda i, c: (((i + c) >> 1) & 1) ^ 1)
+
+    def wait(bar, parity, phase):
+        while not bar.ready(parity):
+            yield
+        assert bar.phases > phase, "a wait returned on a stale phase"
+
+    def producer():
+        it = 0
+        for nkb in units:
+            for _ in range(nkb):
+                s, r = it % stages, it // stages
+                if r > 0:
+                    yield from wait(empty[s], (r - 1) & 1, r - 1)
+                assert not any(p % stages == s for p in reading), "refilled a stage in use"
+                loaded[s] = it
+                full[s].arrive()
+                it += 1
+                yield
+
+    def release(p):
+        reading.discard(p)
+        empty[p % stages].arrive()
+
+    def consumer(c):
+        it = 0
+        for i, nkb in enumerate(units):
+            if i % 2 == c:
+                if i > 0 and wait_turns:
+                    yield from wait(turn[c], parity_of(i, c), (i + c) // 2 - 1)
+                assert not issuing, "both warpgroups issue wgmma at once"
+                issuing.append(c)
+                order.append((c, i))
+                p = it
+                for kb in range(nkb):
+                    s, r = p % stages, p // stages
+                    yield from wait(full[s], r & 1, r)
+                    assert loaded[s] == p, "read a k-block loaded for another position"
+                    reading.add(p)
+                    yield
+                    if kb >= inflight - 1:
+                        release(p - (inflight - 1))
+                    p += 1
+                issuing.remove(c)
+                for _ in range(128):
+                    turn[1 - c].arrive()
+                if inflight > 1:
+                    release(p - 1)
+                for _ in range(3):     # the epilogue
+                    yield
+            it += nkb
+
+    rng = np.random.default_rng(seed)
+    actors = [producer(), consumer(0), consumer(1)]
+    for _ in range(100000):
+        if not actors:
+            return order
+        a = actors[rng.integers(len(actors))]
+        try:
+            next(a)
+        except StopIteration:
+            actors.remove(a)
+    raise AssertionError("deadlock: no progress in 100000 steps")
+
+
+@pytest.mark.parametrize("units", [[12] * 7, [1] * 5, [3, 1, 4, 1, 5, 9, 2, 6], [5], [2, 2],
+                                   [1], [40, 1, 1, 40]])
+@pytest.mark.parametrize("stages,inflight", [(2, 2), (3, 1), (4, 2), (6, 2), (7, 1)])
+def test_pingpong_protocol_model(units, stages, inflight):
+    for seed in range(8):
+        order = _pingpong_model(units, stages, inflight, seed)
+        assert order == [(i % 2, i) for i in range(len(units))]
+
+
+def test_pingpong_model_catches_a_broken_protocol():
+    # without the turn barriers the warpgroups issue at once, or one waits for a ring position
+    # a whole round ahead of the producer and its parity wait passes on the stale phase; with
+    # the turns counted as i // 2 for both warpgroups, warpgroup 0 reads a stale turn phase
+    with pytest.raises(AssertionError, match="at once|stale"):
+        for seed in range(20):
+            _pingpong_model([4] * 6, 4, 2, seed, wait_turns=False)
+    with pytest.raises(AssertionError, match="stale"):
+        for seed in range(20):
+            _pingpong_model([4] * 6, 4, 2, seed, turn_parity=lambda i, c: (i // 2) & 1)
+
+
 # --- sizes and the public function -------------------------------------------------------------
 
 def test_sizes_refused_in_words():
@@ -225,6 +383,72 @@ def test_matmul_empty_needs_no_gpu():
 
 # --- GPU ----------------------------------------------------------------------------------------
 
+# v5 on ragged shapes in a child process first: a protocol bug in the ping-pong kernel would
+# otherwise hang (or, through its watchdog, fault) this test process. (1100, 520, 600): 9 x 5
+# tiles; (2304, 136, 3840): 540 tiles, 4 or 5 a block (a block's last unit on either
+# warpgroup); (100, 20000, 90): one tile in 15 slices; K % 8 != 0 (the pad path); clusters
+# with an empty half (9 row tiles).
+V5_SMOKE = [((1, 1, 1), {}), ((131, 777, 77), {}), ((300, 1000, 260), {"slices": 3}),
+            ((1100, 520, 600), {}), ((2304, 136, 3840), {}), ((100, 20000, 90), {}),
+            ((385, 2056, 770), {"tile": 64}), ((2304, 136, 3840), {"tile": 64}),
+            ((1100, 520, 600), {"cluster": 2}), ((1100, 2056, 600), {"cluster": 2, "slices": 3})]
+
+_SMOKE_CHILD = """
+import json, sys
+import numpy as np
+from common import harness as H
+from common.gpu import driver as cuda
+from days.day48_split_k_stream_k import driver, reference
+out = []
+for size, kw in json.loads(sys.argv[1]):
+    case = driver.make_case(tuple(size), np.random.default_rng(1))
+    d = H.DeviceCase(case)
+    plan = driver.plan_for("v5", tuple(size), driver._sms(), **kw)
+    d.poison_outputs()
+    driver.run_plan(d, plan)
+    cuda().Context.synchronize()
+    got = reference.bf16_to_float(d.array("c").get()).astype(np.float64)
+    want = case.expected()["c"]
+    ok = bool(np.isfinite(got).all())
+    err = float(np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30))
+    out.append([size, kw, plan["kernel"], plan["slices"], ok, err])
+    print(json.dumps(out[-1]), flush=True)
+"""
+
+
+def test_v5_in_a_child_process(gpu):
+    """Every v5 kernel on ragged shapes, in a child with a time limit: a deadlock fails this
+    test instead of hanging the run (the kernel's own watchdog faults after ~9 s of waiting)."""
+    import json
+    import subprocess
+    import sys
+
+    from common.harness import ROOT
+
+    try:
+        r = subprocess.run([sys.executable, "-c", _SMOKE_CHILD, json.dumps(V5_SMOKE)], cwd=ROOT,
+                           capture_output=True, text=True, timeout=480)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"v5 did not finish in 480 s (a deadlock?); output so far: {e.stdout!r}")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    rows = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("[")]
+    assert len(rows) == len(V5_SMOKE), r.stdout
+    bad = [row for row in rows if not row[4] or row[5] >= reference.TOL]
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("kw,other", [({"tile": 64, "slices": 1}, ("v1", {})),
+                                      ({"cluster": 2, "slices": 1}, ("v5", {"slices": 1}))])
+def test_v5_gives_the_same_bits_as_its_twin(gpu, kw, other):
+    """v5 on 64 x 256 tiles runs v1's instruction (m64n256k16) on the same rows and k order: the
+    same bits; clusters only change who loads B: the same bits as v5 without them."""
+    size = (1100, 2056, 600)
+    _, d = _device_case(size, 8)
+    sms = driver._sms()
+    a = _run(d, driver.plan_for("v5", size, sms, **kw))
+    b = _run(d, driver.plan_for(other[0], size, sms, **other[1]))
+    np.testing.assert_array_equal(a, b)
+
 def _device_case(size, seed):
     from common import harness as H
 
@@ -252,10 +476,11 @@ def test_matmul_on_the_gpu(gpu, version):
 
 
 @pytest.mark.parametrize("size", [(300, 20000, 520), (1000, 4104, 1000)])
-@pytest.mark.parametrize("version", ["v3", "v4"])
+@pytest.mark.parametrize("version", ["v3", "v4", "v5"])
 def test_fixups_are_deterministic(gpu, version, size):
     """Two launches on the same data give the same bits: the partial sums meet in a fixed
-    order (v3: slice order; v4: owner, then blocks in order), whichever block finishes first."""
+    order (v3, v5: slice order; v4: owner, then blocks in order), whichever block finishes
+    first."""
     case, d = _device_case(size, 5)
     plan = driver.plan_for(version, size, driver._sms())
     assert plan["version"] == version                  # the size really splits
@@ -271,6 +496,8 @@ def test_fixups_are_deterministic(gpu, version, size):
     ("v2", {"slices": 2}), ("v2", {"slices": 7}), ("v3", {"slices": 3}), ("v3", {"slices": 16}),
     ("v3", {"slices": 5, "cluster": 2}), ("v1", {"cluster": 2}),
     ("v4", {"mode": "pure"}), ("v4", {"mode": "sk1"}), ("v4", {"mode": "hybrid"}),
+    ("v5", {"slices": 1}), ("v5", {"slices": 3}), ("v5", {"slices": 4}), ("v5", {"tile": 64}),
+    ("v5", {"tile": 64, "slices": 3}), ("v5", {"cluster": 2}), ("v5", {"cluster": 2, "slices": 3}),
 ])
 @pytest.mark.parametrize("size", [(1100, 2056, 600), (2304, 136, 3840)])
 def test_sweep_candidates_are_correct(gpu, version, kw, size):
@@ -287,12 +514,12 @@ def test_counters_and_flags_reset_themselves(gpu):
     launch needs them so, and nobody clears them in between)."""
     size = (640, 8192, 1000)
     _, d = _device_case(size, 7)
-    for version in ("v3", "v4"):
+    for version in ("v3", "v4", "v5"):
         plan = driver.plan_for(version, size, driver._sms())
-        assert plan["version"] == version
+        assert plan["version"] == version and plan.get("slices", 2) > 1
         _run(d, plan)
         _run(d, plan)
-    for name in ("sem_v3", "flags_v4"):
+    for name in ("sem_v3", "flags_v4", "sem_v5"):
         assert not d._scratch[name].get().any(), name
 
 

@@ -118,6 +118,7 @@ def test_fc2_tile(size, want):
 
 
 def test_kernels_of():
+    assert driver.kernels_of("v5", (8192, 768), 132) == ("fc1_v5", "fc2_v5")
     assert driver.kernels_of("v1", (8192, 768), 132) == ("gemm_v1", "gemm_v1")
     assert driver.kernels_of("v3", (8192, 768), 132) == ("fc1_v3", "fc2_v3")
     assert driver.kernels_of("v4", (8192, 768), 132) == ("fc1_v4", "fc2_v4_bn128")
@@ -130,6 +131,22 @@ def test_shared_memory_fits():
     # 227 KB a block on Hopper, less the kernels' static shared memory (mbarriers, < 128 bytes)
     assert max(s for _, s in driver.KERNELS.values()) <= 227 * 1024 - 128
     assert driver.smem(256, 4, 2) == 4 * 48 * 1024 + 2 * 2 * 8192 + 1024
+    for pm, pn, stages, nbuf, _, _ in driver.PINGPONG.values():
+        assert driver.pingpong_smem(pm, pn, stages, nbuf) <= 227 * 1024 - 128
+    # v5: 6 stages of (128 + 128) x 64 bf16, 2 warpgroups x 2 boxes of 64 x 64 bf16
+    assert driver.pingpong_smem(128, 128, 6, 2) == 6 * 32 * 1024 + 2 * 2 * 8192 + 1024
+
+
+def test_every_kernel_the_driver_names_is_in_kernel_cu():
+    import re
+    from pathlib import Path
+
+    src = (Path(driver.__file__).parent / "kernel.cu").read_text()
+    entries = set(re.findall(r'extern "C" __global__ void\s+(?:__\w+__\([^)]*\)\s*)*(\w+)\s*\(',
+                             src))
+    missing = (set(driver.KERNELS) | set(driver.PINGPONG)) - entries
+    assert not missing, missing
+    assert {"fc1_v5", "fc2_v5", "gemm_v5"} <= entries
 
 
 # --- sizes and the public function -------------------------------------------------------------
@@ -226,6 +243,8 @@ def test_fused_store_paths_give_the_same_bits(gpu, size):
     ("fc1_s3b4", "fc2_v4_bn128", {}), ("fc1_bn128", "fc2_v4_bn256", {}),
     ("fc1_v4", "fc2_sk", {"mode": "hybrid"}), ("fc1_v4", "fc2_sk", {"mode": "pure"}),
     ("fc1_v4", "fc2_sk", {"mode": "sk1"}),
+    ("fc1_v5", "fc2_v5", {}), ("fc1_v5_b4", "fc2_v5_64", {}), ("fc1_v5_64", "fc2_v5_c2", {}),
+    ("fc1_v5_c2", "fc2_v5", {}), ("fc1_v5_direct", "fc2_v5", {}),
 ])
 @pytest.mark.parametrize("size", [(2000, 136), (257, 1024)])
 def test_sweep_candidates_are_correct(gpu, fc1, fc2, kw, size):
@@ -235,6 +254,92 @@ def test_sweep_candidates_are_correct(gpu, fc1, fc2, kw, size):
     hf, yf = bf16.from_bits(h).astype(float), bf16.from_bits(y).astype(float)
     assert np.isfinite(hf).all() and np.isfinite(yf).all()
     assert _rel(hf, ref["h"]) < reference.TOL and _rel(yf, ref["y"]) < reference.TOL
+
+
+# v5 (the ping-pong kernels) on ragged shapes in a child process: a protocol bug would otherwise
+# hang (or, through the kernel's watchdog, fault) this test process. C = 8: fc2's N = 8 and
+# fc1's K one partial k-block; T = 1, 33, 130, 257, 1000, 2000: partial tiles, an empty second
+# fragment, blocks whose last unit falls on either warpgroup; clusters with an empty half.
+V5_SMOKE = [(1, 8), (33, 768), (130, 200), (300, 136), (1000, 8), (257, 1024), (2000, 136)]
+V5_PAIRS = [("fc1_v5", "fc2_v5"), ("fc1_v5_b4", "fc2_v5_64"), ("fc1_v5_64", "fc2_v5_c2"),
+            ("fc1_v5_c2", "fc2_v5"), ("fc1_v5_direct", "fc2_v5")]
+
+_SMOKE_CHILD = """
+import json, sys
+import numpy as np
+from common import bf16, harness as H
+from common.gpu import driver as cuda
+from days.day49_gemm_epilogue_fusion import driver, reference
+sizes, pairs = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+sms = driver._sms()
+for size in sizes:
+    case = driver.make_case(tuple(size), np.random.default_rng(2))
+    ref = case.expected()
+    d = H.DeviceCase(case)
+    for fc1, fc2 in pairs:
+        d.poison_outputs()
+        driver.run_layer(d, 1, fc1, sms)
+        driver.run_layer(d, 2, fc2, sms)
+        cuda().Context.synchronize()
+        errs = []
+        for name in ("h", "y"):
+            got = bf16.from_bits(d.array(name).get()).astype(np.float64)
+            ok = bool(np.isfinite(got).all())
+            err = float(np.linalg.norm(got - ref[name]) / max(np.linalg.norm(ref[name]), 1e-30))
+            errs += [ok, err]
+        print(json.dumps([size, fc1, fc2] + errs), flush=True)
+"""
+
+
+def test_v5_in_a_child_process(gpu):
+    """Every v5 kernel on ragged shapes, in a child with a time limit: a deadlock fails this
+    test instead of hanging the run (the kernel's own watchdog faults after ~9 s of waiting)."""
+    import json
+    import subprocess
+    import sys
+
+    from common.harness import ROOT
+
+    try:
+        r = subprocess.run([sys.executable, "-c", _SMOKE_CHILD, json.dumps(V5_SMOKE),
+                            json.dumps(V5_PAIRS)], cwd=ROOT, capture_output=True, text=True,
+                           timeout=480)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"v5 did not finish in 480 s (a deadlock?); output so far: {e.stdout!r}")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    rows = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("[")]
+    assert len(rows) == len(V5_SMOKE) * len(V5_PAIRS), r.stdout
+    bad = [row for row in rows if not (row[3] and row[5] and row[4] < reference.TOL
+                                       and row[6] < reference.TOL)]
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("size", [(300, 136), (1000, 768)])
+@pytest.mark.parametrize("layer,kernel,twin", [
+    (1, "fc1_v5", "fc1_bn128"), (2, "fc2_v5", "fc2_v4_bn128"),      # m64n128k16 both
+    (1, "fc1_v5_64", "fc1_v4"), (2, "fc2_v5_64", "fc2_v4_bn256"),   # m64n256k16 both
+    (1, "fc1_v5_b4", "fc1_v5"), (1, "fc1_v5_c2", "fc1_v5"), (1, "fc1_v5_direct", "fc1_v5"),
+    (2, "fc2_v5_c2", "fc2_v5"),
+])
+def test_v5_gives_the_same_bits_as_its_twin(gpu, size, layer, kernel, twin):
+    """A ping-pong kernel runs the same wgmma instruction over the same k order, and the same
+    fp32 epilogue, as its cooperative twin (or the v5 it varies): h (fc1) or y (fc2, on the same
+    h) must match bit for bit."""
+    _, d = _device(size, 9)
+    out = 0 if layer == 1 else 1
+    first = [(1, "fc1_v4", {})] if layer == 2 else []
+    a = _outputs(d, first + [(layer, kernel, {})])[out]
+    b = _outputs(d, first + [(layer, twin, {})])[out]
+    np.testing.assert_array_equal(a, b)
+
+
+def test_v5_plain_gemm(gpu):
+    """gemm_v5 (the sweep's GEMM-alone timing: no bias, no GELU) stores x W1^T."""
+    case, d = _device((257, 200), 10)
+    h, _ = _outputs(d, [(1, "gemm_v5", {})])
+    x, w1 = (bf16.from_bits(case.inputs[k]).astype(np.float64) for k in ("x", "w1"))
+    want = x @ w1.T
+    assert _rel(bf16.from_bits(h).astype(np.float64), want) < reference.TOL
 
 
 def test_torch_baseline_agrees(gpu):
