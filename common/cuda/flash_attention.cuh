@@ -39,6 +39,8 @@
 
 #include <math.h>
 
+#include "cp_async.cuh"
+
 namespace cuda100 {
 namespace flash {
 
@@ -56,18 +58,11 @@ struct Args {
 
 namespace detail {
 
-// --- cp.async (16 bytes, global -> shared, bypassing registers and L1) ----------------------
+// --- cp.async (16 bytes, global -> shared, bypassing registers and L1): common/cuda/cp_async.cuh
 // src_size = 0 writes 16 zero bytes and reads nothing: the zero-fill for rows past N.
-__device__ __forceinline__ void cp_async16(float* smem, const float* gmem, bool valid) {
-    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-    const int n = valid ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int PENDING>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING));
-}
+using cuda100::cp_async16;
+using cuda100::cp_async_commit;
+using cuda100::cp_async_wait;
 
 // --- the tile configuration ------------------------------------------------------------------
 // BM query rows x BN keys a block; each thread owns TM rows x TN keys of the score tile and the

@@ -26,6 +26,8 @@
 // threads, Fast::SMEM_BYTES = 36,864 bytes of static shared memory) and checks --regs.
 #pragma once
 
+#include "cp_async.cuh"
+
 namespace cuda100 {
 namespace sgemm {
 
@@ -179,22 +181,12 @@ constexpr int BM = day8::BM, BN = day8::BN, BK = day8::BK, THREADS = day8::THREA
 
 namespace detail {
 
-__device__ __forceinline__ void cp_async16(float* dst, const float* src, bool pred) {
-    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    // src-size 0 writes 16 zero bytes and reads nothing (src must still be a valid address)
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src),
-                 "r"(pred ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async4(float* dst, const float* src, bool pred) {
-    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(src),
-                 "r"(pred ? 4 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
+// cp.async wrappers: common/cuda/cp_async.cuh (src-size 0 writes zeros and reads nothing; src
+// must still be a valid address)
+using cuda100::cp_async16;
+using cuda100::cp_async4;
+using cuda100::cp_async_commit;
+using cuda100::cp_async_wait;
 __device__ __forceinline__ float pick(const float4& v, int q) {  // q is a constant once unrolled
     return q == 0 ? v.x : q == 1 ? v.y : q == 2 ? v.z : v.w;
 }

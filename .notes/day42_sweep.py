@@ -1,0 +1,15 @@
+#!/usr/bin/env python3
+"""Day 42 sweep (run on the GPU machine: python .notes/day42_sweep.py, well under a minute):
+every candidate of days/*day42*/kernel.cu (driver.CANDIDATES) and the versions beside them,
+checked once at two ragged sizes, then timed at the bench sizes with cuBLAS bf16 in the same run.
+.notes/day42_gpu.md says what to do with the table."""
+import importlib.util
+from pathlib import Path
+
+spec = importlib.util.spec_from_file_location(
+    "sweep_common", Path(__file__).with_name("day41_43_sweep_common.py"))
+sweep = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(sweep)
+
+if __name__ == "__main__":
+    sweep.run(42, extra_kernels=["hgemm_mma_v1", "hgemm_mma_v2", "hgemm_mma_v3"])
