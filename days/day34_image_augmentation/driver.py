@@ -42,8 +42,8 @@ VERSIONS = {
     "v5": "v4 with the source rows staged in shared memory (bulk copies), tap tables, PRMT unpack",
     "v6": "v5, and crops of fewer than 1.5 OH rows walk down columns, reusing row blends",
 }
-BEST = "v6"                 # fewest SASS instructions a pixel (.notes/day34_model.py); the
-                            # lead corrects it from the GPU run
+BEST = "v5"                 # fastest at both bench sizes (H200, 2026-11-26); v6's column walk
+                            # saves instructions (.notes/day34_model.py) but not time
 SIZE_HELP = "BxHxWxOHxOW (B images of HxW pixels to OHxOW), e.g. 256x512x512x224x224"
 SIZES = {"small": (2, 64, 48, 24, 20), "default": (256, 512, 512, 224, 224),
          "large": (512, 512, 512, 224, 224)}

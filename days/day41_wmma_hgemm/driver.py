@@ -27,7 +27,7 @@ VERSIONS = {
     "v4": "v3 + padded shared rows (conflict-free fragment loads)",
     "v5": "v4 + double buffering: next k-tile's loads in flight during the MMAs",
 }
-BEST = "v5"   # expected fastest (not yet measured): the lead corrects it from the GPU run
+BEST = "v4"   # fastest at every bench size (H200, 2026-11-26); v5 (register prefetch, 255 registers) is slower
 SIZE_HELP = "MxKxN for C[M,N] = A[M,K] @ B[K,N] (bf16 in, fp32 out), e.g. 8192x8192x8192"
 SIZES = {"small": (96, 80, 72), "default": (8192, 8192, 8192), "large": (16384, 4096, 16384)}
 # 1x1x1; K not a multiple of 8 (padded copies of A and B), N odd (padded B, scalar C stores),
