@@ -187,7 +187,9 @@ def test_results_files_have_the_stable_keys():
         for c in rec["cases"]:
             assert "size" in c and "rows" in c and "baseline" in c
             for r in c["rows"]:
-                assert {"version", "ok"} <= set(r)
+                # a row is a measurement, or says why not (a version that cannot hold the case:
+                # day 36's ELL at a row of 100,000 nonzeros) or whose kernel it shares
+                assert "version" in r and ("ok" in r or "skipped" in r or "same_as" in r)
                 if "median_ms" in r:
                     assert {"pct_of_ceiling", "max_err"} <= set(r)
                     assert r.get("gbps") is not None or r.get("tflops") is not None

@@ -228,10 +228,11 @@ def test_kernel_choice():
 
     assert D.tile_for("v3", 192, 768) == D.NARROW_TILE      # fc2 at C = 192
     assert D.tile_for("v3", 576, 192) == D.NARROW_TILE      # QKV
-    assert D.tile_for("v3", 768, 192) == "t128"             # fc1: whole 128-wide tiles
+    assert D.tile_for("v3", 768, 192) == D.WIDE_TILE        # fc1: N a multiple of 128
     assert D.tile_for("v3", 192, 27) == "t128"              # the scalar path stays day 8's
     assert D.tile_for("v2", 192, 768) == "t128"
-    assert D.same_as("v3", (2, 48, 8, 128, 1, 2, 200, 33)) == "v2"   # C = 128: all 128-wide
+    # C = 128: every GEMM is 128-wide, which v3 now runs on WIDE_TILE (the sweep's t128x64)
+    assert (D.same_as("v3", (2, 48, 8, 128, 1, 2, 200, 33)) == "v2") == (D.WIDE_TILE == "t128")
     assert D.same_as("v3", D.VIT_TINY) is None and D.same_as("v2", D.VIT_TINY) is None
     assert D.ln_kernel(192) == "vit_layernorm_i2_v1_v2_v3"
     assert D.ln_kernel(64) == "vit_layernorm_i1_v1_v2_v3"

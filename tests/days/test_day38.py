@@ -115,7 +115,8 @@ def test_driver_shapes_match_kernel():
 def test_pass_plans():
     D = _drv()
     n = 2 ** 26
-    assert [D.trips(v, n) for v in D.VERSIONS] == [26, 17, 15, 7]
+    assert [D.trips(v, n) for v in D.VERSIONS] == [26, 17, 15, 7, 7, 7, 7, 5]
+    assert D.pass_lengths("v8", n) == [2 ** 14, 2 ** 17, 2 ** 20, 2 ** 23]  # 2^14 * 8^4 = 2^26
     assert D.pass_lengths("v4", n) == [2 ** 14, 2 ** 16, 2 ** 18, 2 ** 20, 2 ** 22, 2 ** 24]
     assert D.pass_lengths("v3", 4096) == [] and D.pass_lengths("v3", 4097) == [4096]
     assert D.pass_lengths("v1", 1) == [1]  # a single key is still copied by one pass
@@ -129,11 +130,116 @@ def test_pass_plans():
     assert D.table_entries(1000003, 2 ** 20, 8192) == (257, 2 * 257)
 
 
+def test_new_versions_name_kernels_that_exist():
+    D, src = _drv(), KERNEL.read_text()
+    for t in D.V5_MERGES:
+        assert f"V5_MERGE({t})" in src
+    for t in D.V6_MERGES:
+        assert f"V6_MERGE({t})" in src
+    for t in D.VN_MERGES:
+        assert f"VN_MERGE(v7, 4, {t})" in src and f"VN_MERGE(v8, 8, {t})" in src
+    for t in D.V7_BLOCKS:
+        assert f"V7_BLOCK({t})" in src
+    for w in (1, 2):
+        assert D.V5[w][2] in D.V5_MERGES and (D.V5[w][0], D.V5[w][1]) in D.V4_BLOCKS
+        for ver, cfg in (("v6", D.V6[w]), ("v7", D.V7[w]), ("v8", D.V8[w])):
+            bt, bi, mt, S = cfg[:4]
+            assert mt in (D.V6_MERGES if ver == "v6" else D.VN_MERGES)
+            assert (bt, bi) in D.V4_BLOCKS or (ver != "v6" and w == 1 and bi == 32 and bt in D.V7_BLOCKS)
+            T0, T, K = D.cut_plan(ver, cfg)
+            assert T0 % S == 0 and K >= 1
+    assert D.block_kernel("v7", 512, 32, "keys") == "sort_v7_block_t512_i32_keys"
+    assert D.block_kernel("v8", 512, 16, "pairs") == "sort_v4_block_t512_pairs"
+    assert "#define GUARD 64" in src and D.tile_smem_bytes(256, 1) == 4 * (64 + 4096 + 16 + 128 + 1)
+    assert D.tile_smem_bytes(512, 2) <= 227 * 1024
+
+
+def test_cut_plan_by_hand():
+    D = _drv()
+    # 4-way, tile of 256 x 16 = 4096 keys, S = 256: K S + 3 (S - 1) <= 4096 -> K = 13
+    assert D.cut_plan("v6", (512, 32, 256, 256)) == (16384, 4096, 13)
+    # v7: one thread's keys (16) of slack: K S + 3 (S - 1) <= 4080 -> 128 K <= 3699 -> K = 28
+    assert D.cut_plan("v7", (512, 32, 256, 128)) == (16384, 4096, 28)
+    # v8: 7 (S - 1) and three threads of slack: 64 K <= 4096 - 48 - 441 -> K = 56
+    assert D.cut_plan("v8", (512, 32, 256, 64)) == (16384, 4096, 56)
+    # samples, tiles of a full group, tiles: 2^26 keys, L = 2^14, S = 256, K = 13: a group of
+    # 2^16 keys has 256 samples -> 20 tiles; 1024 groups
+    assert D.v6_plan(2 ** 26, 2 ** 14, 256, 13) == (2 ** 18, 20, 20 * 1024)
+    # ragged: 100000 keys, L = 16384, groups of 65536: one full (Q = 20), then 34464 keys ->
+    # ceil(34464 / 256) = 135 samples -> 11 tiles
+    assert D.v6_plan(100000, 2 ** 14, 256, 13) == (391, 20, 31)
+    assert D.v6_plan(1000, 2 ** 14, 256, 13, way=8) == (4, 40, 1)  # Q = ceil(2^17 / 256 / 13)
+    with pytest.raises(ValueError, match="power of two"):
+        D._launch_cut("v6", type("d", (), {"size": (10, 1, 1)})(), 0, 0, {}, "keys", (512, 32, 256, 96))
+
+
+def _cut_before(runs, r, i, S):
+    """The cut before sample (run r, index i S) as kernel.cu's rank_samples defines it."""
+    x = runs[r][i * S]
+    return [i * S if w == r else int(np.searchsorted(runs[w], x, side="right" if w < r else "left"))
+            for w in range(len(runs))]
+
+
+@pytest.mark.parametrize("way", [4, 8])
+@pytest.mark.parametrize("kind", ["random", "dups", "sorted", "blocks"])
+def test_sampled_cuts_are_stable_merge_prefixes(way, kind):
+    """The partition of v6-v8 in numpy: every sample's cut is exactly the prefix of the stable
+    merge before it, samples in (key, run, index) order have increasing cuts, and tiles of K
+    samples hold at most K S + (way - 1)(S - 1) keys (the bound the driver's K relies on)."""
+    rng = np.random.default_rng(way)
+    S, K, L = 8, 3, 64
+    lens = [L] * (way - 1) + [37]  # a short last run, as at the end of an array
+    gen = {"random": lambda m: rng.integers(0, 1000, m), "dups": lambda m: rng.integers(0, 3, m),
+           "sorted": lambda m: np.arange(m) * 7, "blocks": lambda m: np.repeat(rng.integers(0, 50, -(-m // 8)), 8)[:m]}[kind]
+    runs = [np.sort(gen(m)).astype(np.uint32) for m in lens]
+    allk = np.concatenate(runs)
+    src_run = np.concatenate([np.full(m, w) for w, m in enumerate(lens)])
+    order = np.argsort(allk, kind="stable")  # the stable merge of the runs (in input order)
+    samples = [(int(runs[r][i * S]), r, i) for r in range(way) for i in range(-(-lens[r] // S))]
+    samples.sort()
+    pos_in_merge = np.empty(allk.size, np.int64)
+    pos_in_merge[order] = np.arange(allk.size)
+    starts = np.cumsum([0] + lens[:-1])
+    cuts = []
+    for rank, (_, r, i) in enumerate(samples):
+        c = _cut_before(runs, r, i, S)
+        # the elements before sample s in the stable merge, counted per run
+        before = order[:pos_in_merge[starts[r] + i * S]]
+        assert c == [int((src_run[before] == w).sum()) for w in range(way)]
+        if rank % K == 0:
+            cuts.append(c)
+    cuts.append(lens)
+    assert cuts[0] == [0] * way
+    sizes = [sum(b) - sum(a) for a, b in zip(cuts, cuts[1:])]
+    assert all(1 <= z <= K * S + (way - 1) * (S - 1) for z in sizes), sizes
+    assert sum(sizes) == sum(lens)
+
+
+def test_launch_rows_by_hand():
+    D = _drv()
+    n = 2 ** 20
+    times = [("sort_v7_block_t512_i32_keys", 0, 100.0), ("sort_v6_rank", 16384, 5.0),
+             ("sort_v7_merge_t256_i32_keys", 16384, 200.0), ("sort_v6_rank", 65536, 7.0),
+             ("sort_v7_merge_t256_i32_keys", 65536, 300.0)]
+    rows = {r[0]: r for r in D.launch_rows(times, n)}
+    assert rows["block sort"] == ["block sort", "1", "100.0", "100.0", f"{8 * n / 100e-6 / 1e9:.0f}"]
+    assert rows["partition"] == ["partition", "2", "12.0", "6.0", "-"]  # us a merge pass
+    assert rows["merge passes"][1:4] == ["2", "500.0", "250.0"]
+    assert rows["merge passes"][4] == f"{2 * 8 * n / 500e-6 / 1e9:.0f}"
+    assert rows["total"][:3] == ["total", "5", "612.0"]
+    assert [r[0] for r in D.launch_rows(times[:1], n)] == ["block sort", "total"]
+    v4 = [("sort_v4_block_t512_i32_keys", 0, 700.0)] + [("sort_v4_table", 1, 20.0),
+          ("sort_v4_split", 1, 120.0), ("sort_v4_merge_t256_keys", 1, 490.0)] * 2
+    rows = {r[0]: r for r in D.launch_rows(v4, n)}
+    assert rows["partition"][1:4] == ["4", "280.0", "140.0"] and rows["block sort"][3] == "700.0"
+
+
 def test_traffic_rows():
     D = _drv()
     rows = D.traffic_rows(2 ** 26, copy_gbps=4000.0)
     by = {r[0]: r for r in rows}
     assert by["v4"][2] == "7" and by["v4"][4] == f"{7 * 8 * 2 ** 26 / 1e9:.2f} GB"
+    assert by["v8"][2] == "5" and by["v8"][3] == str(4 * 2 + 1) and by["v6"][3] == str(6 * 2 + 1)
     assert by["v3"][3] == str(14 * 2 + 1)  # partition + merge per pass, and the block sort
     assert by["CUB onesweep"][4] == f"{36 * 2 ** 26 / 1e9:.2f} GB"
     assert by["v4"][5] == f"{float(by['v4'][4].split()[0]) / 4000.0 * 1e3:.3f} ms"
@@ -216,7 +322,7 @@ def test_public_functions_refuse_bad_keys(fi, x, exc, word):
 
 @pytest.mark.parametrize("fi", range(3))
 def test_unknown_version_lists_the_versions(fi):
-    with pytest.raises(ValueError, match="v1, v2, v3, v4$"):
+    with pytest.raises(ValueError, match="v1, v2, v3, v4, v5, v6, v7, v8$"):
         _public()[fi](np.array([3, 1], np.uint32), version="v9")
     with pytest.raises(TypeError, match="version"):
         _public()[fi](np.array([3, 1], np.uint32), version=4)
@@ -297,6 +403,81 @@ def test_v4_candidates_on_gpu(gpu):
                     continue
                 r = H.check(lambda v, d: D.launch(v, d, v4=(bs, bi, ms)), "v4", case)
                 assert r.ok, f"v4 ({bs}, {bi}, {ms}) at {size}: {r.message}"
+
+
+def _entry_points():
+    """Every extern "C" kernel name kernel.cu defines, its macros expanded (V4_BLOCK(512) ->
+    sort_v4_block_t512_keys, sort_v4_block_t512_pairs, ...)."""
+    src = KERNEL.read_text()
+    names = set(re.findall(r'extern "C" __global__ void (?:BOUNDS\(\w+\) |__launch_bounds__\([^)]*\) )?(sort_\w+)\(', src))
+    for t in re.findall(r"^V4_BLOCK\((\d+)\)", src, re.M):
+        names |= {f"sort_v4_block_t{t}_keys", f"sort_v4_block_t{t}_pairs"}
+    for v, t in re.findall(r"^V([456])_MERGE\((\d+)\)", src, re.M):
+        names |= {f"sort_v{v}_merge_t{t}_keys", f"sort_v{v}_merge_t{t}_pairs"}
+    for t in re.findall(r"^V7_BLOCK\((\d+)\)", src, re.M):
+        names.add(f"sort_v7_block_t{t}_i32_keys")
+    for v, t in re.findall(r"^VN_MERGE\((v\d), \d, (\d+)\)", src, re.M):
+        names |= {f"sort_{v}_merge_t{t}_keys", f"sort_{v}_merge_t{t}_pairs", f"sort_{v}_merge_t{t}_i32_keys"}
+    return names
+
+
+def test_entry_points_expand():
+    names = _entry_points()
+    assert {"sort_v1_merge_keys", "sort_v4_split", "sort_v6_rank", "sort_v8_rank",
+            "sort_v4_block_t512_i32_keys", "sort_v4_block_t1024_pairs", "sort_v5_merge_t512_pairs",
+            "sort_v7_block_t256_i32_keys", "sort_v8_merge_t256_i32_keys"} <= names
+    assert "sort_v9_merge_t256_keys" not in names
+
+
+def _sweep_candidates():
+    """The configurations .notes/day38_sweep.py times, by version and words (its KEYS, PAIRS)."""
+    import ast
+
+    src = (Path(R.__file__).parents[2] / ".notes" / "day38_sweep.py").read_text()
+    tree = ast.parse(src)
+    lists = {t.targets[0].id: ast.literal_eval(t.value) for t in tree.body
+             if isinstance(t, ast.Assign) and getattr(t.targets[0], "id", "") in ("KEYS", "PAIRS")}
+    out = {}
+    for words, key in ((1, "KEYS"), (2, "PAIRS")):
+        for v, c in lists[key]:
+            if c is not None:
+                out.setdefault(v, {}).setdefault(words, []).append(c)
+    return out
+
+
+def test_sweep_candidates_are_valid():
+    """Every configuration the sweep may pick names kernels that exist and has K >= 1."""
+    D = _drv()
+    names = _entry_points()
+    for v, by_words in _sweep_candidates().items():
+        for words, cfgs in by_words.items():
+            for c in cfgs:
+                if v == "v5":
+                    assert (c[0], c[1]) in D.V4_BLOCKS and c[2] in D.V5_MERGES
+                    continue
+                T0, T, K = D.cut_plan(v, c)
+                assert K >= 1 and T0 % c[3] == 0, (v, c)
+                suffix = "keys" if words == 1 else "pairs"
+                assert D.block_kernel(v, c[0], c[1], suffix) in names, (v, c)
+                assert D.merge_kernel(v, c, suffix) in names, (v, c)
+    for w in (1, 2):  # the shipped ones are among them
+        for v, ship in (("v6", D.V6), ("v7", D.V7), ("v8", D.V8)):
+            assert ship[w] in _sweep_candidates()[v][w]
+
+
+def test_new_version_candidates_on_gpu(gpu):
+    """v5-v8 with each configuration the sweep may pick, keys and pairs, ragged lengths (several
+    passes, partial last groups, every distribution)."""
+    from common import harness as H
+
+    D = _drv()
+    for size in [(70001, 1, 2), (3 * 16384 + 5, 2, 1), (1000003, 4, 2), (1000003, 1, 1),
+                 (2 ** 20 + 1, 5, 1), (300007, 3, 2)]:
+        case = D.make_case(size, np.random.default_rng(6))
+        for ver, by_words in _sweep_candidates().items():
+            for cfg in by_words[size[2]]:
+                r = H.check(lambda v, d: D.launch(v, d, cfg=cfg), ver, case)
+                assert r.ok, f"{ver} {cfg} at {size}: {r.message}"
 
 
 def test_baselines_sort_on_gpu(gpu):
