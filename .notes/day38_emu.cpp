@@ -39,6 +39,22 @@ static std::map<std::string, std::function<void(Args)>> table() {
     KP(sort_v4_merge_t256_keys, int4) KP(sort_v4_merge_t256_pairs, int4)
     KP(sort_v4_merge_t512_keys, int4) KP(sort_v4_merge_t512_pairs, int4)
     KP(sort_v4_merge_t1024_keys, int4) KP(sort_v4_merge_t1024_pairs, int4)
+    KP(sort_v5_merge_t256_keys, int4) KP(sort_v5_merge_t256_pairs, int4)
+    KP(sort_v5_merge_t512_keys, int4) KP(sort_v5_merge_t512_pairs, int4)
+#define KV6(name) t[#name] = [](Args a) { name(P(0), P(1), P(2), P(3), I(4), (const int*)a[5], I(6), I(7), I(8), I(9)); };
+    KV6(sort_v6_merge_t256_keys) KV6(sort_v6_merge_t256_pairs)
+    KV6(sort_v6_merge_t512_keys) KV6(sort_v6_merge_t512_pairs)
+    K4(sort_v7_block_t256_i32_keys) K4(sort_v7_block_t512_i32_keys)
+    KV6(sort_v7_merge_t256_keys) KV6(sort_v7_merge_t256_pairs)
+    KV6(sort_v7_merge_t512_keys) KV6(sort_v7_merge_t512_pairs)
+    KV6(sort_v7_merge_t256_i32_keys) KV6(sort_v7_merge_t512_i32_keys)
+    KV6(sort_v8_merge_t256_i32_keys) KV6(sort_v8_merge_t512_i32_keys)
+    KV6(sort_v8_merge_t256_keys) KV6(sort_v8_merge_t256_pairs)
+    KV6(sort_v8_merge_t512_keys) KV6(sort_v8_merge_t512_pairs)
+    t["sort_v8_rank"] = [](Args a) {
+        sort_v8_rank(P(0), I(1), I(2), I(3), I(4), I(5), (int*)a[6], I(7)); };
+    t["sort_v6_rank"] = [](Args a) {
+        sort_v6_rank(P(0), I(1), I(2), I(3), I(4), I(5), (int*)a[6], I(7)); };
     t["sort_v3_partition"] = [](Args a) { sort_v3_partition(P(0), I(1), I(2), I(3), (int*)a[4], I(5)); };
     t["sort_v4_table"] = [](Args a) { sort_v4_table(P(0), I(1), I(2), I(3), I(4), (uint4*)a[5], I(6)); };
     t["sort_v4_split"] = [](Args a) {

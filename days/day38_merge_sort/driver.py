@@ -1,4 +1,4 @@
-"""Day 38 driver: a stable merge sort of uint32 keys (and of key-value pairs), four versions.
+"""Day 38 driver: a stable merge sort of uint32 keys (and of key-value pairs), eight versions.
 
     from days.day38_merge_sort.driver import sort, argsort_stable, sort_pairs
     y = sort(x)                    # numpy in, numpy out; uint32, int32 or float32 keys
@@ -24,8 +24,12 @@ VERSIONS = {
     "v2": "1024-key tiles sorted in smem, then 2-way passes: a block per 1024 outputs",
     "v3": "16 keys a thread: 4096-key runs, serial merges, partition kernel, 16-B loads",
     "v4": "16384-key runs, 4-way passes (two levels a trip), exact 4-way co-rank",
+    "v5": "v4 with each thread's 16 loads in flight together (v4 had one)",
+    "v6": "v5 with tiles cut at sampled splitters: one short partition launch a pass",
+    "v7": "v6 with fewer instructions a key: Batcher network, merges against reversed runs",
+    "v8": "v7 with 8-way passes (three levels a trip): 4 passes at 2^26 instead of 6",
 }
-BEST = "v4"
+BEST = "v7"
 
 DISTS = {1: "uniform random uint32", 2: "16 distinct keys (0..15)", 3: "already sorted",
          4: "reversed (descending)", 5: "all equal"}
@@ -58,6 +62,26 @@ V4 = {1: (512, 32, 256), 2: (512, 16, 256)}   # the sweep (H200, 2026-11-26): .n
 # instantiated in kernel.cu: block sorts of 16 keys a thread (and 512 x 32 for keys), merges
 V4_BLOCKS, V4_MERGES = ((256, 16), (512, 16), (1024, 16), (512, 32)), (256, 512, 1024)
 PARTITION_THREADS = 64   # partition kernels: small blocks spread their dependent-load chains over all SMs
+# v5: v4's plan and block sort, its merge kernel with loads in flight (merge threads 256 or 512)
+V5 = {1: (512, 32, 256), 2: (512, 16, 256)}
+V5_MERGES = (256, 512)
+# v6: (block-sort threads, keys a thread there, merge threads, S = keys between samples), by WORDS.
+# A merge block holds up to T = 16 x threads keys; tiles are cut every K samples with
+# (K + 3) S <= T, so K = T / S - 3 (kernel.cu: rank_samples).
+V6 = {1: (512, 32, 512, 512), 2: (512, 16, 512, 512)}
+V6_MERGES = (256, 512)
+RANK_THREADS = 128
+# v7 and v8: the same four numbers, and optionally a fifth, keys a thread in the merge (16, or 32
+# for keys: sort_v7_merge_t256_i32_keys). Keys sort their blocks with sort_v7_block_t{256,512}_i32_keys
+# (32 keys a thread), pairs with v4's block sorts. A tile's first level gives each of its WAYS/2
+# pairs of runs whole threads, so K leaves (WAYS/2 - 1) threads' keys of slack (vn_k).
+# The rank kernel costs about (n / S) (WAYS - 1) x ~6 distinct cache lines a pass (the lanes of a
+# warp share only the top of their search paths), so S stays >= 256; tiles of 8192 keys keep K S
+# at 75% of the tile or more.
+V7 = {1: (512, 32, 256, 512, 32), 2: (512, 16, 512, 512)}
+V8 = {1: (512, 32, 256, 256, 32), 2: (512, 16, 512, 256)}
+VN_MERGES = (256, 512)
+V7_BLOCKS = (256, 512)
 
 
 def validate_size(size):
@@ -109,19 +133,28 @@ def make_case(size, rng):
 def first_run(version: str, words: int) -> int:
     """Keys a run holds after the block sort (v1 has none: runs of 1)."""
     return {"v1": 1, "v2": V2_TILE, "v3": V3_THREADS * ITEMS,
-            "v4": V4[words][0] * V4[words][1]}[version]
+            "v4": V4[words][0] * V4[words][1], "v5": V5[words][0] * V5[words][1],
+            "v6": V6[words][0] * V6[words][1], "v7": V7[words][0] * V7[words][1],
+            "v8": V8[words][0] * V8[words][1]}[version]
 
 
 def merge_tile(version: str, words: int) -> int:
-    """Outputs a block of a merge pass writes."""
-    return {"v1": 256, "v2": V2_TILE, "v3": V3_THREADS * ITEMS, "v4": V4[words][2] * ITEMS}[version]
+    """Outputs a block of a merge pass writes (v6: at most)."""
+    return {"v1": 256, "v2": V2_TILE, "v3": V3_THREADS * ITEMS, "v4": V4[words][2] * ITEMS,
+            "v5": V5[words][2] * ITEMS, "v6": V6[words][2] * ITEMS, "v7": V7[words][2] * ITEMS,
+            "v8": V8[words][2] * ITEMS}[version]
+
+
+def ways(version: str) -> int:
+    """Runs a merge pass merges into one."""
+    return {"v4": 4, "v5": 4, "v6": 4, "v7": 4, "v8": 8}.get(version, 2)
 
 
 def pass_lengths(version: str, n: int, words: int = 1, first: int | None = None) -> list[int]:
     """The run length L before each merge pass: v1-v3 merge pairs (L -> 2L), v4 fours (L -> 4L).
     v1 always makes one pass (a single key is copied by it)."""
     L = first or first_run(version, words)
-    way = 4 if version == "v4" else 2
+    way = ways(version)
     out = []
     while L < n:
         out.append(L)
@@ -152,6 +185,32 @@ def v4_block_kernel(threads: int, items: int, suffix: str) -> str:
         f"sort_v4_block_t{threads}_i{items}_{suffix}"
 
 
+def v6_plan(n: int, L: int, S: int, K: int, way: int = 4) -> tuple[int, int, int]:
+    """v6 at run length L: (samples, tiles of a full group Q, tiles in all). A group of `way` runs
+    has ceil(keys / S) samples and ceil(samples / K) tiles."""
+    G = way * L
+    Q = H.cdiv(G // S, K)
+    full, rem = divmod(n, G)
+    return H.cdiv(n, S), Q, full * Q + (H.cdiv(H.cdiv(rem, S), K) if rem else 0)
+
+
+def vn_k(merge_threads: int, S: int, way: int = 4, slack: int = 0, items: int = ITEMS) -> int:
+    """Samples a tile starts apart (v6-v8): the most K with K S + (way - 1)(S - 1) keys, a tile's
+    largest (kernel.cu: rank_samples), within the block's items x threads less `slack` threads'
+    keys."""
+    return ((merge_threads - slack) * items - (way - 1) * (S - 1)) // S
+
+
+def v6_k(merge_threads: int, S: int) -> int:
+    return vn_k(merge_threads, S)
+
+
+def tile_smem_bytes(threads: int, words: int, items: int = ITEMS) -> int:
+    """kernel.cu's tile_words (v7, v8): a guard of 64 words, the padded tile, per word of a key."""
+    T = threads * items
+    return 4 * (64 + T + items + ((T + items) >> 5) + 1) * words
+
+
 def table_entries(n: int, L: int, T: int) -> tuple[int, int]:
     """v4: (entries per side of a group E, entries in all) of the co-rank table at run length L."""
     E = H.cdiv(2 * L, T) + 1
@@ -160,9 +219,17 @@ def table_entries(n: int, L: int, T: int) -> tuple[int, int]:
 
 # --- launching ----------------------------------------------------------------------------------
 
-def launch(version, d, v4=None):
+def _aligned(*ptrs):
+    """v5 and v6 store whole uint4s: every buffer must start on 16 bytes (device allocations do)."""
+    for p in ptrs:
+        if int(p) % 16:
+            raise ValueError(f"device buffer at {int(p):#x} is not 16-byte aligned")
+
+
+def launch(version, d, v4=None, cfg=None):
     """Sort d.x (and carry d.v) into d.keys (and d.idx). `v4` = (block-sort threads, keys a
-    thread there, merge threads) overrides V4 (the sweep)."""
+    thread there, merge threads) overrides V4; `cfg` overrides V5 (same three) or V6 (and S)
+    (the sweep)."""
     A.version(version, VERSIONS)  # an unknown name never runs another version's kernel
     n, _, words = d.size
     pairs = words == 2
@@ -171,6 +238,15 @@ def launch(version, d, v4=None):
     out = {"out": (d.keys, d.idx if pairs else 0)}
     out["tmp"] = (d.scratch("tmp_keys", (n,), np.uint32),
                   d.scratch("tmp_vals", (n,), np.uint32) if pairs else 0)
+    if version in ("v6", "v7", "v8"):
+        return _launch_cut(version, d, x, v, out, suffix,
+                           cfg or {"v6": V6, "v7": V7, "v8": V8}[version][words])
+    if version == "v5":
+        version, v4 = "v4", cfg or V5[words]  # v4's plan; only the merge kernel differs
+        merge_name = f"sort_v5_merge_t{v4[2]}_{suffix}"
+        _aligned(x, v, *out["out"], *out["tmp"])
+    else:
+        merge_name = None
 
     if version == "v1":
         widths = pass_lengths("v1", n)
@@ -200,7 +276,7 @@ def launch(version, d, v4=None):
             raise ValueError(f"v4 needs merge tiles of at most twice the first runs ({T} > 2 x {T0})")
         bsmem = smem_bytes(bthreads, words, bitems)
         block = K(v4_block_kernel(bthreads, bitems, suffix), "PPPPi", dynamic_smem=bsmem)
-        merge = K(f"sort_v4_merge_t{merge_threads}_{suffix}", "PPPPiPi",
+        merge = K(merge_name or f"sort_v4_merge_t{merge_threads}_{suffix}", "PPPPiPi",
                   dynamic_smem=smem_bytes(merge_threads, words))
 
     lengths = pass_lengths(version, n, words, first=T0)
@@ -233,6 +309,69 @@ def launch(version, d, v4=None):
                                  tiles)
             merge.prepared_call((tiles, 1, 1), (merge_threads, 1, 1), *src, *out[dst], n, split, L,
                                 shared_size=smem_bytes(merge_threads, words))
+        src = out[dst]
+
+
+def cut_plan(version: str, cfg) -> tuple[int, int, int]:
+    """(first run, merge tile capacity, K) of v6-v8 with cfg = (block threads, keys a thread
+    there, merge threads, S[, keys a thread in the merge])."""
+    bthreads, bitems, mthreads, S = cfg[:4]
+    mitems = cfg[4] if len(cfg) > 4 else ITEMS
+    way = ways(version)
+    slack = 0 if version == "v6" else way // 2 - 1
+    return bthreads * bitems, mthreads * mitems, vn_k(mthreads, S, way, slack, mitems)
+
+
+def merge_kernel(version: str, cfg, suffix: str) -> str:
+    mitems = cfg[4] if len(cfg) > 4 else ITEMS
+    if mitems == ITEMS:
+        return f"sort_{version}_merge_t{cfg[2]}_{suffix}"
+    if version not in ("v7", "v8") or suffix != "keys" or mitems != 32:
+        raise ValueError(f"{version} merges {suffix} 16 a thread (v7 and v8 keys also 32), not {mitems}")
+    return f"sort_{version}_merge_t{cfg[2]}_i32_keys"
+
+
+def block_kernel(version: str, bthreads: int, bitems: int, suffix: str) -> str:
+    if version in ("v7", "v8") and suffix == "keys":
+        if bitems != 32:
+            raise ValueError(f"{version} sorts blocks of keys 32 a thread, not {bitems}")
+        return f"sort_v7_block_t{bthreads}_i32_keys"
+    return v4_block_kernel(bthreads, bitems, suffix)
+
+
+def _launch_cut(version, d, x, v, out, suffix, cfg):
+    """Block sort, then per pass: the rank kernel (a thread per sample: its rank among its group's
+    samples, and for every K-th the exact cut) and the merge (a block per tile). v6: 4-way passes
+    on v5's tile code; v7: 4-way on mergeN_tile; v8: 8-way."""
+    n, _, words = d.size
+    bthreads, bitems, mthreads, S = cfg[:4]
+    mitems = cfg[4] if len(cfg) > 4 else ITEMS
+    T0, T, Kk = cut_plan(version, cfg)
+    way = ways(version)
+    if T0 % S or S & (S - 1) or Kk < 1:
+        raise ValueError(f"{version} needs S a power of two dividing the first runs ({T0}) and a "
+                         f"tile with room for K >= 1 samples; got S = {S}, tile {T}")
+    _aligned(x, v, *out["out"], *out["tmp"])
+    lengths = pass_lengths(version, n, words, first=T0)
+    dests = destinations(1 + len(lengths))
+    bsmem = smem_bytes(bthreads, words, bitems)
+    block = K(block_kernel(version, bthreads, bitems, suffix), "PPPPi", dynamic_smem=bsmem)
+    block.prepared_call((H.cdiv(n, T0), 1, 1), (bthreads, 1, 1), x, v, *out[dests[0]], n,
+                        shared_size=bsmem)
+    if not lengths:
+        return
+    src = out[dests[0]]
+    msmem = smem_bytes(mthreads, words) if version == "v6" else tile_smem_bytes(mthreads, words, mitems)
+    rank = K("sort_v8_rank" if way == 8 else "sort_v6_rank", "PiiiiiPi")
+    merge = K(merge_kernel(version, cfg, suffix), "PPPPiPiiii", dynamic_smem=msmem)
+    most = max(v6_plan(n, L, S, Kk, way)[2] for L in lengths)
+    cuts = d.scratch("cuts", (most, way), np.int32)
+    for L, dst in zip(lengths, dests[1:]):
+        samples, Q, tiles = v6_plan(n, L, S, Kk, way)
+        rank.prepared_call((H.cdiv(samples, RANK_THREADS), 1, 1), (RANK_THREADS, 1, 1), src[0], n,
+                           L, S, Kk, Q, cuts, samples)
+        merge.prepared_call((tiles, 1, 1), (mthreads, 1, 1), *src, *out[dst], n, cuts, L, S, Kk, Q,
+                            shared_size=msmem)
         src = out[dst]
 
 
@@ -396,7 +535,8 @@ def traffic_rows(n: int, copy_gbps: float | None = None, words: int = 1) -> list
     rows = []
     for v in VERSIONS:
         t = trips(v, n, words)
-        launches = len(pass_lengths(v, n, words)) * {"v1": 1, "v2": 1, "v3": 2, "v4": 3}[v] + (v != "v1")
+        launches = len(pass_lengths(v, n, words)) * {"v1": 1, "v2": 1, "v3": 2, "v4": 3, "v5": 3,
+                                                     "v6": 2, "v7": 2, "v8": 2}[v] + (v != "v1")
         rows.append([v, VERSIONS[v], str(t), str(launches), f"{t * per / 1e9:.2f} GB"])
     cub = 4 * words * n + 4 * per  # histogram pass reads the keys; 4 digit passes read + write
     rows.append(["CUB onesweep", "library: 1 histogram read + 4 passes of 8 bits", "4 + 1 read",
@@ -406,6 +546,74 @@ def traffic_rows(n: int, copy_gbps: float | None = None, words: int = 1) -> list
     if copy_gbps:
         for r in rows:
             r.append(f"{float(r[4].split()[0]) / copy_gbps * 1e3:.3f} ms")
+    return rows
+
+
+def launch_times(version: str, size, reps: int = 5) -> list[tuple[str, int, float]]:
+    """(kernel, run length L or 0, microseconds) of every launch of `version` at `size`, in plan
+    order: the plan is recorded once, then replayed `reps` times with an event between launches
+    (mean)."""
+    global K
+    from common.gpu import driver
+
+    d = H.DeviceCase(make_case(size, np.random.default_rng(3)))
+    real, calls = K, []
+
+    class Noted:
+        def __init__(self, name, fn):
+            self.name, self.fn = name, fn
+
+        def prepared_call(self, grid, block, *args, shared_size=0):
+            calls.append((self.name, grid, block, args, shared_size, self.fn))
+            self.fn.prepared_call(grid, block, *args, shared_size=shared_size)
+
+    K = lambda name, sig=None, dynamic_smem=0: Noted(name, real(name, sig, dynamic_smem=dynamic_smem))  # noqa: E731
+    try:
+        launch(version, d)
+    finally:
+        K = real
+    cuda = driver()
+    ev = [cuda.Event() for _ in range(len(calls) + 1)]
+    us = np.zeros(len(calls))
+    for _ in range(reps):
+        ev[0].record()
+        for i, (_, grid, block, args, sh, fn) in enumerate(calls):
+            fn.prepared_call(grid, block, *args, shared_size=sh)
+            ev[i + 1].record()
+        ev[-1].synchronize()
+        us += [1e3 * ev[i + 1].time_since(ev[i]) for i in range(len(calls))]
+    us /= reps
+    out = []
+    for (name, _, _, args, _, _), t in zip(calls, us):
+        L = 0
+        if "merge" in name and "v1" not in name:
+            L = int(args[6] if len(args) > 6 else args[5])
+        elif any(k in name for k in ("rank", "table", "split", "partition")):
+            L = int(args[2])
+        out.append((name, L, float(t)))
+    return out
+
+
+def launch_rows(times, n: int, words: int = 1) -> list[list[str]]:
+    """launch_times grouped: block sort, partition (rank, or table + split), merges: launches,
+    microseconds, microseconds a merge pass (the block sort: its own), and GB/s for the two that
+    move the array (8 bytes a key a trip)."""
+    groups = {"block sort": [], "partition": [], "merge passes": []}
+    for name, _, us in times:
+        key = "block sort" if "block" in name else "merge passes" if "merge" in name else "partition"
+        groups[key].append(us)
+    per = 8 * words * n
+    passes = max(1, len(groups["merge passes"]))
+    rows = []
+    for g, ts in groups.items():
+        if not ts:
+            continue
+        trips = 0 if g == "partition" else len(ts)
+        gbps = f"{trips * per / (sum(ts) * 1e-6) / 1e9:.0f}" if trips else "-"
+        each = sum(ts) if g == "block sort" else sum(ts) / passes
+        rows.append([g, str(len(ts)), f"{sum(ts):.1f}", f"{each:.1f}", gbps])
+    total = sum(t for _, _, t in times)
+    rows.append(["total", str(len(times)), f"{total:.1f}", "-", "-"])
     return rows
 
 
@@ -426,6 +634,13 @@ def extras(report, mode):
                    f"floor = bytes at the {bw:.0f} GB/s copy rate)", rows,
                    ["version", "what", "trips", "launches", "DRAM bytes", "floor"])
     report.record("traffic", rows)
+    size = (n, 1, 1)
+    for v, title in (("v4", "launches of v4"), (BEST, f"launches of the best version ({BEST})")):
+        times = launch_times(v, size)
+        report.section(f"{title} at n = 2^26 random keys (each timed alone in plan order, mean "
+                       f"of 5)", launch_rows(times, n),
+                       ["launches", "count", "us", "us a pass", "GB/s"])
+        report.record(f"launch_times_{v}", [[k, L, t] for k, L, t in times])
     cupy, torch = cupy_or_none(), torch_or_none()
     if cupy is None or torch is None:
         report.say("\n(cupy.sort's kernels not listed: needs CuPy and torch's profiler)")

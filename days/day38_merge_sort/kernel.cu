@@ -34,10 +34,22 @@
 //       kernel finds the 2-way co-ranks of (A,B) and (C,D) every 8192 outputs, a split kernel
 //       searches the table (coarse) and then between two table entries (fine, 4-way, its
 //       co-rank searches side by side).
+//   v5  v4 with each merge thread's loads in flight together: v4 stored every word into shared
+//       memory before loading the next (one load in flight a thread, 16 round trips a tile).
+//   v6  tiles cut at sampled splitters: every S-th key of each run is a sample; a tile runs from
+//       the cut before the sample of rank kK to the one before rank (k+1)K (ranks in the stable
+//       merge's order). A sample's rank is a few searches over the samples, its cut one search
+//       over S keys: one short launch a pass (sort_v6_rank) instead of table + split. Tiles vary
+//       in size (at most K S + 3 (S - 1) keys) and start anywhere (stores align themselves).
+//   v7  fewer instructions a key. Keys only (stability is invisible): a Batcher network in
+//       registers, and merges against a reversed run (no bounds checks in the merge step). Keys
+//       and pairs: a pass's first level gives each pair of runs its own threads (no step checks
+//       for a crossing); key merges 32 outputs a thread.
+//   v8  v7 with 8-way passes on the same sampled cuts: three levels in shared memory a trip.
 //
-// Entry points end in _keys (keys only) or _pairs (keys and values). v4's block sort and merge
-// come in several block sizes (_t256, _t512, _t1024: threads a block, 16 keys each; _i32: 32
-// keys each); the driver names the ones v4 uses and .notes/day38_sweep.py times the others.
+// Entry points end in _keys (keys only) or _pairs (keys and values). Block sorts and merges come
+// in several block sizes (_t256, _t512, _t1024: threads a block, 16 keys each; _i32: 32 keys
+// each); the driver names the ones each version uses and .notes/day38_sweep.py times the others.
 //
 // Indices are 32-bit: the driver refuses n > 2^30 (run starts are computed in 64 bits and
 // clamped to n, so no run can point past the end of the array).
@@ -612,6 +624,486 @@ __device__ __forceinline__ void merge4(const u32* __restrict__ kin, const u32* _
 }
 
 // ============================================================================================
+// v5: v4 with every thread's loads in flight together
+// ============================================================================================
+// v4's merge stores each word into shared memory before it loads the next (the compiler keeps the
+// store inside the branch `if (i < cnt)`, so the next load waits for it): one load in flight per
+// thread, ITEMS round trips to DRAM per tile. Here a thread first loads all of its words into
+// registers, then stores them all. No load or store is predicated: a thread past cnt reloads the
+// tile's last word (an address in bounds, a sector already in flight) and stores it into the
+// spare slots [cnt, T), which no merge output reads back as data and no store copies out.
+// (Predicated loads would each hold one of the 7 predicate registers until their store: at most
+// 7 loads in flight, which is what ptxas made of the first draft.)
+//
+// WAYS sorted segments of global memory side by side into padded shared memory: segment w is
+// g[start[w] .. start[w] + p[w+1] - p[w]) and lands at tile positions [p[w], p[w+1]); p[0] = 0,
+// p[WAYS] = cnt <= THREADS * IT. With PAIRS the values come from v at the same positions.
+template <int THREADS, int IT, int WAYS, bool PAIRS>
+__device__ __forceinline__ void load_segments(const u32* __restrict__ g, const u32* __restrict__ gv,
+                                              u32* sk, u32* sv, const int (&p)[WAYS + 1],
+                                              const int (&start)[WAYS]) {
+    const int tid = threadIdx.x, cnt = p[WAYS];
+    int off[WAYS];  // word i of the tile is g[i + off[segment of i]]
+#pragma unroll
+    for (int w = 0; w < WAYS; ++w) off[w] = start[w] - p[w];
+    u32 rk[IT], rv[IT];
+#pragma unroll
+    for (int q = 0; q < IT; ++q) {
+        const int i = min(tid + q * THREADS, cnt - 1);  // cnt >= 1 (callers skip empty tiles)
+        int o = off[0];
+#pragma unroll
+        for (int w = 1; w < WAYS; ++w) o = i >= p[w] ? off[w] : o;
+        rk[q] = __ldg(g + (i + o));
+        if (PAIRS) rv[q] = __ldg(gv + (i + o));
+    }
+#pragma unroll
+    for (int q = 0; q < IT; ++q) {
+        const int i = tid + q * THREADS;  // < THREADS * IT: inside the buffer
+        sk[pad(i)] = rk[q];
+        if (PAIRS) sv[pad(i)] = rv[q];
+    }
+}
+
+// The first cnt words of padded shared memory to g[o .. o + cnt), o any word offset (v6's tiles
+// start anywhere): up to 3 words one by one to reach a 16-byte boundary, then whole uint4s, then
+// up to 3 words. g itself must be 16-byte aligned (the driver checks every buffer).
+template <int THREADS, int IT>
+__device__ __forceinline__ void store_span(const u32* s, u32* __restrict__ g, int o, int cnt) {
+    const int tid = threadIdx.x;
+    const int head = min(cnt, (4 - (o & 3)) & 3);
+    const int body = (cnt - head) >> 2;  // whole uint4s, at most THREADS * IT / 4
+    const int tail = head + 4 * body;
+    uint4* g4 = reinterpret_cast<uint4*>(g + o + head);
+#pragma unroll
+    for (int q = 0; q < IT / 4; ++q) {
+        const int c = tid + q * THREADS;
+        if (c < body) {
+            const int i = head + 4 * c;
+            g4[c] = make_uint4(s[pad(i)], s[pad(i + 1)], s[pad(i + 2)], s[pad(i + 3)]);
+        }
+    }
+    if (tid < head) g[o + tid] = s[pad(tid)];
+    if (tid < cnt - tail) g[o + tail + tid] = s[pad(tail + tid)];
+}
+
+// One tile of a 4-way pass: segments of A, B, C, D (global starts and lengths) merged into
+// kout[o .. o + cnt): load, merge(A, B) | merge(C, D), then merge(U, V), as v4.
+template <int THREADS, int IT, bool PAIRS>
+__device__ __forceinline__ void merge4_tile(const u32* __restrict__ kin, const u32* __restrict__ vin,
+                                            u32* __restrict__ kout, u32* __restrict__ vout,
+                                            const int (&start)[4], const int (&len)[4], int o) {
+    constexpr int T = THREADS * IT;
+    extern __shared__ u32 smem[];
+    u32* sk = smem;
+    u32* sv = smem + smem_words(T, IT);
+    const int tid = threadIdx.x;
+    int p[5];
+    p[0] = 0;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) p[w + 1] = p[w] + len[w];
+    const int cnt = p[4];
+    if (cnt == 0) return;  // never: tiles of v5 and v6 hold at least one key (block-uniform)
+    load_segments<THREADS, IT, 4, PAIRS>(kin, vin, sk, sv, p, start);
+    __syncthreads();
+    u32 k[IT], v[IT];
+    const int o0 = tid * IT;
+    merge_regs<IT, PAIRS, true>(sk, sv, 0, p[1], p[2], p[3], cnt, o0, k, v);  // A+B | C+D
+    __syncthreads();
+    regs_to_smem<IT, PAIRS>(sk, sv, o0, cnt, k, v);
+    __syncthreads();
+    if (p[2] > 0 && p[2] < cnt) {  // U | V (block-uniform: skipped if a side is empty)
+        merge_regs<IT, PAIRS, false>(sk, sv, 0, p[2], cnt, cnt, cnt, o0, k, v);
+        __syncthreads();
+        regs_to_smem<IT, PAIRS>(sk, sv, o0, cnt, k, v);
+        __syncthreads();
+    }
+    store_span<THREADS, IT>(sk, kout, o, cnt);
+    if (PAIRS) store_span<THREADS, IT>(sv, vout, o, cnt);
+}
+
+// v5's pass: v4's plan (fixed tiles of T outputs, split[] from v4's table and split kernels).
+template <int THREADS, int IT, bool PAIRS>
+__device__ __forceinline__ void merge4_v5(const u32* __restrict__ kin, const u32* __restrict__ vin,
+                                          u32* __restrict__ kout, u32* __restrict__ vout,
+                                          const int4* __restrict__ split, int n, int L) {
+    constexpr int T = THREADS * IT;
+    const int b = blockIdx.x;
+    const long long o = (long long)b * T;
+    const long long gs = o - o % (4LL * L);
+    int r[5];
+#pragma unroll
+    for (int w = 0; w < 5; ++w) r[w] = run_start(gs, w, L, n);
+    const int t0 = (int)(o - gs), gsize = r[4] - r[0], t1 = min(t0 + T, gsize);
+    const int4 s = split[b];
+    const int4 e = t1 == gsize ? make_int4(r[1] - r[0], r[2] - r[1], r[3] - r[2], r[4] - r[3])
+                               : split[b + 1];
+    const int start[4] = {r[0] + s.x, r[1] + s.y, r[2] + s.z, r[3] + s.w};
+    const int len[4] = {e.x - s.x, e.y - s.y, e.z - s.z, e.w - s.w};
+    merge4_tile<THREADS, IT, PAIRS>(kin, vin, kout, vout, start, len, (int)o);
+}
+
+// ============================================================================================
+// v6: tiles cut at sampled splitters, one short partition launch per pass
+// ============================================================================================
+// Samples: every S-th key of every run, X[j S] (S divides L, so run starts are samples). Order
+// the samples of a group as the stable merge orders their keys: by key, then run, then index.
+// Cut the group at every K-th sample of that order: tile k holds every element from the cut before
+// sample kK up to the cut before sample (k+1)K. The cut before a sample s (key x, run r, index iS)
+// is, per run w: w == r: i S; w < r: elements <= x; w > r: elements < x (exactly what precedes s
+// in the stable merge). Both are cheap:
+//   - the rank of s among the samples is i + (samples of each other run before s): WAYS-1 binary
+//     searches over the sample positions X[run start + m S] (a few hundred KB: L1/L2 hits);
+//   - if m samples of run w come before s, then (m-1) S + 1 <= cut_w <= m S: the exact cut is a
+//     binary search over S keys (log2 S steps), needed for one sample in K.
+// A tile spans at most K samples' worth of keys plus, at each of the WAYS - 1 runs that do not
+// own its first sample, less than S more: cnt < (K + WAYS - 1) S. Its output starts at the group
+// start plus the cut's total. Every tile holds at least its first sample: none is empty.
+//
+// cuts[tile * WAYS + w], tile = group * Q + k (Q = tiles of a full group); one thread a sample.
+template <int WAYS>
+__device__ __forceinline__ void rank_samples(const u32* __restrict__ keys, int n, int L, int S,
+                                             int K, int Q, int* __restrict__ cuts, int samples) {
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= samples) return;
+    const int pos = j * S;  // < n <= 2^30
+    const long long G = (long long)WAYS * L;
+    const long long g = pos / G, gs = g * G;
+    const int r = (int)((pos - gs) / L);
+    int rs[WAYS + 1];
+#pragma unroll
+    for (int w = 0; w <= WAYS; ++w) rs[w] = run_start(gs, w, L, n);
+    const u32 x = keys[pos];
+    int lo[WAYS], hi[WAYS];  // samples of run w before s: searched in [lo, hi]
+#pragma unroll
+    for (int w = 0; w < WAYS; ++w) {
+        lo[w] = 0;
+        hi[w] = w == r ? 0 : (rs[w + 1] - rs[w] + S - 1) / S;
+    }
+    for (bool busy = true; busy;) {  // the searches side by side: their loads overlap
+        busy = false;
+#pragma unroll
+        for (int w = 0; w < WAYS; ++w)
+            if (lo[w] < hi[w]) {
+                const int mid = (lo[w] + hi[w]) >> 1;
+                const u32 y = keys[rs[w] + mid * S];
+                if (w < r ? y <= x : y < x) lo[w] = mid + 1;
+                else hi[w] = mid;
+                busy |= lo[w] < hi[w];
+            }
+    }
+    const int i = (pos - run_start(gs, r, L, n)) / S;  // (not rs[r]: a runtime index spills rs)
+    int rank = i;
+#pragma unroll
+    for (int w = 0; w < WAYS; ++w) rank += lo[w];
+    if (rank % K) return;
+    // the exact cut: run w's count lies in [(m-1) S + 1, min(m S, len_w)] (0 if m = 0)
+#pragma unroll
+    for (int w = 0; w < WAYS; ++w) {
+        const int m = lo[w], len = rs[w + 1] - rs[w];
+        if (w == r) {
+            lo[w] = hi[w] = i * S;
+        } else {
+            lo[w] = m > 0 ? (m - 1) * S + 1 : 0;
+            hi[w] = m > 0 ? min(m * S, len) : 0;
+        }
+    }
+    for (bool busy = true; busy;) {
+        busy = false;
+#pragma unroll
+        for (int w = 0; w < WAYS; ++w)
+            if (lo[w] < hi[w]) {
+                const int mid = (lo[w] + hi[w]) >> 1;
+                const u32 y = keys[rs[w] + mid];
+                if (w < r ? y <= x : y < x) lo[w] = mid + 1;
+                else hi[w] = mid;
+                busy |= lo[w] < hi[w];
+            }
+    }
+    int* c = cuts + (long long)(g * Q + rank / K) * WAYS;
+#pragma unroll
+    for (int w = 0; w < WAYS; ++w) c[w] = lo[w];
+}
+
+// v6's 4-way pass: tile b = group b / Q, k = b % Q, between cuts[b] and cuts[b + 1] (or the end of
+// the group after its last tile).
+template <int THREADS, int IT, bool PAIRS>
+__device__ __forceinline__ void merge4_v6(const u32* __restrict__ kin, const u32* __restrict__ vin,
+                                          u32* __restrict__ kout, u32* __restrict__ vout,
+                                          const int* __restrict__ cuts, int n, int L, int S, int K,
+                                          int Q) {
+    const int b = blockIdx.x, g = b / Q, k = b - g * Q;
+    const long long gs = (long long)g * 4 * L;
+    int r[5];
+#pragma unroll
+    for (int w = 0; w < 5; ++w) r[w] = run_start(gs, w, L, n);
+    const int samples = (r[4] - r[0] + S - 1) / S, tiles = (samples + K - 1) / K;
+    const int4 s = reinterpret_cast<const int4*>(cuts)[b];
+    const int4 e = k + 1 < tiles ? reinterpret_cast<const int4*>(cuts)[b + 1]
+                                 : make_int4(r[1] - r[0], r[2] - r[1], r[3] - r[2], r[4] - r[3]);
+    const int start[4] = {r[0] + s.x, r[1] + s.y, r[2] + s.z, r[3] + s.w};
+    const int len[4] = {e.x - s.x, e.y - s.y, e.z - s.z, e.w - s.w};
+    merge4_tile<THREADS, IT, PAIRS>(kin, vin, kout, vout, start, len,
+                                    r[0] + s.x + s.y + s.z + s.w);
+}
+
+// ============================================================================================
+// v7: fewer instructions per key
+// ============================================================================================
+// Keys alone cannot show stability (equal keys are the same bits), so their path drops what only
+// stability needs:
+//   - Batcher's odd-even merge sort network in registers: 191 compare-exchanges of 32 keys, each
+//     a min and a max (2 instructions), instead of the transposition network's 496 (3 each).
+//   - Merges against a reversed run. Store run A ascending and run B descending right after it:
+//     reading past A's end then gives B's largest keys (and past B's end, going down, A's largest),
+//     which never win against a key still due except by being equal to it, and an equal key is the
+//     same output. So a merge step needs no bounds check: take A if ka <= kb. Every merge writes its
+//     output run ascending or descending, whichever the next level wants.
+// Keys and pairs: a pass's first level gives each pair of runs its own threads, so no thread's
+// outputs cross from one pair into the next (v4-v6 checked for that crossing at every step); a
+// tile then needs one thread's outputs of slack per extra pair (the driver's K).
+
+// Batcher's odd-even merge sort of N (a power of two) keys, ascending. Unstable: keys only.
+// Stages (p, s) for p = 1, 2, 4, ... < N and s = p, p/2, ..., 1; stage (p, s) compares x with x + s
+// for every x with (x - s % p) mod 2s < s whose pair lies in one block of 2p. Each stage is one
+// flat loop over x with p and s template constants, so it unrolls to constant register indices.
+template <int N, int P, int S>
+__device__ __forceinline__ void batcher_stage(u32 (&k)[N]) {
+#pragma unroll
+    for (int x = 0; x < N; ++x)
+        if (x >= S % P && (x - S % P) % (2 * S) < S && x + S < N && x / (2 * P) == (x + S) / (2 * P)) {
+            const u32 a = k[x], b = k[x + S];
+            k[x] = min(a, b);
+            k[x + S] = max(a, b);
+        }
+}
+template <int N, int P, int S>
+__device__ __forceinline__ void batcher_from(u32 (&k)[N]) {
+    if constexpr (P < N) {
+        batcher_stage<N, P, S>(k);
+        if constexpr (S > 1) batcher_from<N, P, S / 2>(k);
+        else batcher_from<N, 2 * P, 2 * P>(k);
+    }
+}
+template <int N>
+__device__ __forceinline__ void batcher_sort(u32 (&k)[N]) {
+    batcher_from<N, 1, 1>(k);
+}
+
+// Outputs d .. d+IT-1 of merging A (ascending at [s0, m0)) with B (descending at [m0, e0)) into
+// registers, keys only. One co-rank search (B[j] sits at e0 - 1 - j), then IT steps without
+// bounds checks. Reads stay within [s0 - 1 - IT, e0 + IT): a thread whose outputs run past the
+// pair's end (d + IT > e0 - s0) reads outside the pair, up to IT words each way; callers leave
+// that much slack around the tile and never store those outputs. The last step loads nothing.
+template <int IT>
+__device__ __forceinline__ void merge_rev(const u32* sk, int s0, int m0, int e0, int d,
+                                          u32 (&k)[IT]) {
+    const int na = m0 - s0, nb = e0 - m0;
+    int lo = max(0, d - nb), hi = min(d, na);
+    while (lo < hi) {
+        const int mid = (lo + hi) >> 1;
+        if (sk[pad(s0 + mid)] <= sk[pad(e0 - d + mid)]) lo = mid + 1;  // A[mid] vs B[d-1-mid]
+        else hi = mid;
+    }
+    int pa = s0 + lo, pb = e0 - 1 - (d - lo);  // next of A (going up), next of B (going down)
+    u32 ka = sk[pad(pa)], kb = sk[pad(pb)];
+#pragma unroll
+    for (int q = 0; q < IT; ++q) {
+        const bool take_a = ka <= kb;
+        k[q] = min(ka, kb);
+        if (q + 1 < IT) {
+            const int nxt = take_a ? pa + 1 : pb - 1;
+            if (take_a) pa = nxt;
+            else pb = nxt;
+            const u32 kn = sk[pad(nxt)];
+            ka = take_a ? kn : ka;
+            kb = take_a ? kb : kn;
+        }
+    }
+}
+
+// A thread's IT outputs, the first at d of the pair [s0, e0), for positions < e0 only: ascending
+// at s0 + d + q, or (desc) descending from the pair's end, at e0 - 1 - d - q.
+template <int IT, bool PAIRS>
+__device__ __forceinline__ void store_run(u32* sk, u32* sv, int s0, int e0, int d, bool desc,
+                                          const u32 (&k)[IT], const u32 (&v)[IT]) {
+    const int first = desc ? e0 - 1 - d : s0 + d, step = desc ? -1 : 1, cnt = e0 - s0 - d;
+#pragma unroll
+    for (int q = 0; q < IT; ++q)
+        if (q < cnt) {
+            sk[pad(first + step * q)] = k[q];
+            if (PAIRS) sv[pad(first + step * q)] = v[q];
+        }
+}
+
+// Block sort of keys: v4's tile, a Batcher network, then merges against reversed runs. Run r of
+// length w is stored descending if r is odd (the B of its pair), so the final run is ascending.
+template <int THREADS, int IT>
+__device__ __forceinline__ void block_sort_rev(const u32* __restrict__ kin, u32* __restrict__ kout,
+                                               int n) {
+    constexpr int T = THREADS * IT;
+    extern __shared__ u32 smem[];
+    u32* sk = smem;
+    const int tid = threadIdx.x;
+    const int base = blockIdx.x * T;
+    const int cnt = min(T, n - base);
+    load_tile<THREADS, IT>(kin + base, sk, cnt, KEY_MAX);  // KEY_MAX past the end: sorts last
+    __syncthreads();
+    u32 k[IT];
+    const int o0 = tid * IT;
+#pragma unroll
+    for (int q = 0; q < IT; ++q) k[q] = sk[pad(o0 + q)];
+    batcher_sort<IT>(k);  // runs of IT
+    static_assert(IT == 16 || IT == 32, "a thread's outputs fill one half or all of a 32-word row");
+    for (int w = IT; w < T; w *= 2) {  // runs of w -> 2w
+        const bool in_warp = 2 * w <= 32 * IT;  // see block_sort
+        if (in_warp) __syncwarp(); else __syncthreads();  // every read of the last level is done
+        // this thread's run r (of w) from the last level, descending if r is odd: its IT keys go
+        // to [o0, o0 + IT) or, reversed, to the mirror image [lo, lo + IT) in the run; both are
+        // IT-aligned, inside one padded row, so pad(lo + q) = pad(lo) + q
+        const int r0 = o0 & ~(w - 1);
+        const bool desc = (o0 / w) & 1;
+        u32* row = sk + pad(desc ? 2 * r0 + w - IT - o0 : o0);
+#pragma unroll
+        for (int q = 0; q < IT; ++q) row[q] = desc ? k[IT - 1 - q] : k[q];
+        if (in_warp) __syncwarp(); else __syncthreads();
+        const int s0 = o0 & ~(2 * w - 1);
+        merge_rev<IT>(sk, s0, s0 + w, s0 + 2 * w, o0 - s0, k);
+    }
+    __syncthreads();
+    regs_to_smem<IT, false>(sk, nullptr, o0, T, k, k);
+    __syncthreads();
+    store_tile<THREADS, IT>(sk, kout + base, cnt);
+}
+
+// The words a v7/v8 tile buffer takes: GUARD words before position 0 (merge_rev reads up to IT + 1
+// below a pair), the tile, and IT past it, padded. Values (PAIRS) follow at the same offset.
+#define GUARD 64
+__host__ __device__ constexpr int tile_words(int T, int it) {
+    return GUARD + T + it + ((T + it) >> 5) + 1;
+}
+
+// One merge level inside a tile: P pairs of runs, pair p = [b[2p], b[2p+1]) and [b[2p+1], b[2p+2]).
+// Each pair gets ceil(its keys / IT) threads of its own, in order (callers guarantee they fit
+// in THREADS). Output of pair p replaces it; with REV (keys) the second run of every pair is read
+// descending and pair p's output is written descending if p is odd.
+template <int THREADS, int IT, int P, bool PAIRS, bool REV>
+__device__ __forceinline__ void tile_level(u32* sk, u32* sv, const int (&b)[2 * P + 1]) {
+    const int tid = threadIdx.x;
+    int s0 = 0, m0 = 0, e0 = 0, d = -1, first = 0;
+    bool desc = false;
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+        const int nt = (b[2 * p + 2] - b[2 * p] + IT - 1) / IT;
+        if (tid >= first && tid < first + nt) {
+            s0 = b[2 * p]; m0 = b[2 * p + 1]; e0 = b[2 * p + 2];
+            d = (tid - first) * IT;
+            desc = REV && (p & 1);
+        }
+        first += nt;
+    }
+    u32 k[IT], v[IT];
+    if (d >= 0) {
+        if (REV) merge_rev<IT>(sk, s0, m0, e0, d, k);
+        else merge_regs<IT, PAIRS, false>(sk, sv, s0, m0, e0, e0, e0, s0 + d, k, v);
+    }
+    __syncthreads();  // all reads of this level before any write
+    if (d >= 0) store_run<IT, PAIRS>(sk, sv, s0, e0, d, desc, k, v);
+    __syncthreads();
+}
+
+// The tile's WAYS segments into padded shared memory, as v5's load_segments, but with REV the odd
+// segments land back to front: word i of the tile (segment w) is g[c[w] + i] forward or
+// g[c[w] - i] reversed, with c[w] computed once. A scatter from aligned uint4 chunks was tried:
+// its per-word range checks cost more than the 4x fewer loads saved (.notes/day38_gpu.md).
+template <int THREADS, int IT, int WAYS, bool PAIRS, bool REV>
+__device__ __forceinline__ void load_runs(const u32* __restrict__ kin, const u32* __restrict__ vin,
+                                          u32* sk, u32* sv, const int (&start)[WAYS],
+                                          const int (&p)[WAYS + 1]) {
+    const int tid = threadIdx.x, cnt = p[WAYS];
+    int c[WAYS];
+#pragma unroll
+    for (int w = 0; w < WAYS; ++w) c[w] = (REV && (w & 1)) ? start[w] + p[w + 1] - 1 : start[w] - p[w];
+    u32 rk[IT], rv[IT];
+#pragma unroll
+    for (int q = 0; q < IT; ++q) {
+        const int i = min(tid + q * THREADS, cnt - 1);  // past cnt: reload the last word (v5)
+        int src = c[0] + i;
+#pragma unroll
+        for (int w = 1; w < WAYS; ++w) src = i >= p[w] ? ((REV && (w & 1)) ? c[w] - i : c[w] + i) : src;
+        rk[q] = __ldg(kin + src);
+        if (PAIRS) rv[q] = __ldg(vin + src);
+    }
+#pragma unroll
+    for (int q = 0; q < IT; ++q) {
+        const int i = tid + q * THREADS;
+        sk[pad(i)] = rk[q];
+        if (PAIRS) sv[pad(i)] = rv[q];
+    }
+}
+
+// A tile of a WAYS-way pass (v7: 4, v8: 8): segments of the WAYS runs, merged in log2(WAYS)
+// levels into kout[o .. o + cnt). With REV (keys) the odd segments load reversed.
+template <int THREADS, int IT, int WAYS, bool PAIRS>
+__device__ __forceinline__ void mergeN_tile(const u32* __restrict__ kin, const u32* __restrict__ vin,
+                                            u32* __restrict__ kout, u32* __restrict__ vout,
+                                            const int (&start)[WAYS], const int (&len)[WAYS], int o,
+                                            int n) {
+    constexpr int T = THREADS * IT;
+    constexpr bool REV = !PAIRS;
+    extern __shared__ u32 smem[];
+    u32* sk = smem + GUARD;
+    u32* sv = sk + tile_words(T, IT);
+    int p[WAYS + 1];
+    p[0] = 0;
+#pragma unroll
+    for (int w = 0; w < WAYS; ++w) p[w + 1] = p[w] + len[w];
+    const int cnt = p[WAYS];
+    if (cnt == 0) return;  // never (block-uniform)
+    load_runs<THREADS, IT, WAYS, PAIRS, REV>(kin, vin, sk, sv, start, p);
+    __syncthreads();
+    if (WAYS == 8) {
+        const int b[9] = {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8]};
+        tile_level<THREADS, IT, 4, PAIRS, REV>(sk, sv, b);
+        const int c[5] = {p[0], p[2], p[4], p[6], p[8]};
+        tile_level<THREADS, IT, 2, PAIRS, REV>(sk, sv, c);
+        const int e[3] = {p[0], p[4], p[8]};
+        tile_level<THREADS, IT, 1, PAIRS, REV>(sk, sv, e);
+    } else {
+        const int b[5] = {p[0], p[1], p[2], p[3], p[4]};
+        tile_level<THREADS, IT, 2, PAIRS, REV>(sk, sv, b);
+        const int e[3] = {p[0], p[2], p[4]};
+        tile_level<THREADS, IT, 1, PAIRS, REV>(sk, sv, e);
+    }
+    store_span<THREADS, IT>(sk, kout, o, cnt);
+    if (PAIRS) store_span<THREADS, IT>(sv, vout, o, cnt);
+}
+
+// v7 (WAYS 4) and v8 (WAYS 8) passes: v6's sampled cuts, cuts[b * WAYS + w].
+template <int THREADS, int IT, int WAYS, bool PAIRS>
+__device__ __forceinline__ void mergeN_cut(const u32* __restrict__ kin, const u32* __restrict__ vin,
+                                           u32* __restrict__ kout, u32* __restrict__ vout,
+                                           const int* __restrict__ cuts, int n, int L, int S, int K,
+                                           int Q) {
+    const int b = blockIdx.x, g = b / Q, k = b - g * Q;
+    const long long gs = (long long)g * WAYS * L;
+    int r[WAYS + 1];
+#pragma unroll
+    for (int w = 0; w <= WAYS; ++w) r[w] = run_start(gs, w, L, n);
+    const int samples = (r[WAYS] - r[0] + S - 1) / S, tiles = (samples + K - 1) / K;
+    const bool last = k + 1 == tiles;
+    int start[WAYS], len[WAYS], o = r[0];
+#pragma unroll
+    for (int w = 0; w < WAYS; ++w) {
+        const int c0 = cuts[(long long)b * WAYS + w];
+        const int c1 = last ? r[w + 1] - r[w] : cuts[(long long)(b + 1) * WAYS + w];
+        start[w] = r[w] + c0;
+        len[w] = c1 - c0;
+        o += c0;
+    }
+    mergeN_tile<THREADS, IT, WAYS, PAIRS>(kin, vin, kout, vout, start, len, o, n);
+}
+
+// ============================================================================================
 // entry points
 // ============================================================================================
 #define ARGS const u32 *__restrict__ kin, const u32 *__restrict__ vin, u32 *__restrict__ kout, \
@@ -677,3 +1169,66 @@ extern "C" __global__ void BOUNDS(512) sort_v4_block_t512_i32_keys(ARGS) {
 V4_MERGE(256)
 V4_MERGE(512)
 V4_MERGE(1024)
+
+// v5: v4's plan, the merge with its loads in flight
+#define V5_MERGE(TH)                                                                              \
+    extern "C" __global__ void BOUNDS(TH) sort_v5_merge_t##TH##_keys(                             \
+        ARGS, const int4* __restrict__ split, int L) {                                            \
+        merge4_v5<TH, ITEMS, false>(kin, vin, kout, vout, split, n, L);                           \
+    }                                                                                             \
+    extern "C" __global__ void BOUNDS(TH) sort_v5_merge_t##TH##_pairs(                            \
+        ARGS, const int4* __restrict__ split, int L) {                                            \
+        merge4_v5<TH, ITEMS, true>(kin, vin, kout, vout, split, n, L);                            \
+    }
+V5_MERGE(256)
+V5_MERGE(512)
+
+// v6: cuts at sampled splitters (sort_v6_rank, a thread per sample), tiles of up to T = TH * 16
+// keys (the driver picks S and K with (K + 3) S <= T)
+extern "C" __global__ void sort_v6_rank(const u32* __restrict__ keys, int n, int L, int S, int K,
+                                        int Q, int* __restrict__ cuts, int samples) {
+    rank_samples<4>(keys, n, L, S, K, Q, cuts, samples);
+}
+#define V6_MERGE(TH)                                                                              \
+    extern "C" __global__ void BOUNDS(TH) sort_v6_merge_t##TH##_keys(                             \
+        ARGS, const int* __restrict__ cuts, int L, int S, int K, int Q) {                         \
+        merge4_v6<TH, ITEMS, false>(kin, vin, kout, vout, cuts, n, L, S, K, Q);                   \
+    }                                                                                             \
+    extern "C" __global__ void BOUNDS(TH) sort_v6_merge_t##TH##_pairs(                            \
+        ARGS, const int* __restrict__ cuts, int L, int S, int K, int Q) {                         \
+        merge4_v6<TH, ITEMS, true>(kin, vin, kout, vout, cuts, n, L, S, K, Q);                    \
+    }
+V6_MERGE(256)
+V6_MERGE(512)
+
+// v7: keys sorted by block_sort_rev (512 x 32 or 256 x 32); pairs by v4's block sorts. 4-way
+// passes on v6's cuts, tiles of up to TH * 16 keys.
+#define V7_BLOCK(TH)                                                                              \
+    extern "C" __global__ void BOUNDS(TH) sort_v7_block_t##TH##_i32_keys(ARGS) {                  \
+        block_sort_rev<TH, 32>(kin, kout, n);                                                     \
+    }
+V7_BLOCK(256)
+V7_BLOCK(512)
+#define VN_MERGE(V, WAYS, TH)                                                                     \
+    extern "C" __global__ void BOUNDS(TH) sort_##V##_merge_t##TH##_keys(                          \
+        ARGS, const int* __restrict__ cuts, int L, int S, int K, int Q) {                         \
+        mergeN_cut<TH, ITEMS, WAYS, false>(kin, vin, kout, vout, cuts, n, L, S, K, Q);            \
+    }                                                                                             \
+    extern "C" __global__ void __launch_bounds__(TH, 512 / (TH)) sort_##V##_merge_t##TH##_i32_keys( \
+        ARGS, const int* __restrict__ cuts, int L, int S, int K, int Q) {                         \
+        mergeN_cut<TH, 32, WAYS, false>(kin, vin, kout, vout, cuts, n, L, S, K, Q);               \
+    }                                                                                             \
+    extern "C" __global__ void BOUNDS(TH) sort_##V##_merge_t##TH##_pairs(                         \
+        ARGS, const int* __restrict__ cuts, int L, int S, int K, int Q) {                         \
+        mergeN_cut<TH, ITEMS, WAYS, true>(kin, vin, kout, vout, cuts, n, L, S, K, Q);             \
+    }
+VN_MERGE(v7, 4, 256)
+VN_MERGE(v7, 4, 512)
+
+// v8: v7 with 8-way passes (three levels a trip): sort_v8_rank ranks a sample among 8 runs
+extern "C" __global__ void sort_v8_rank(const u32* __restrict__ keys, int n, int L, int S, int K,
+                                        int Q, int* __restrict__ cuts, int samples) {
+    rank_samples<8>(keys, n, L, S, K, Q, cuts, samples);
+}
+VN_MERGE(v8, 8, 256)
+VN_MERGE(v8, 8, 512)
