@@ -28,7 +28,8 @@ VERSIONS = {
     "v5": "ELL, 4 rows a thread, 16-byte loads, early stop",
     "v6": "CSR row blocks: staged products, block segmented scan",
 }
-BEST = "v6"   # the only version near the best on every pattern by design; the lead corrects it
+BEST = "v6"   # within 3% of the fastest at the default size and near it on every pattern (H200,
+              # 2026-11-26); v4 (ELL) wins on uniform rows but cannot hold the power law's hubs
 SIZE_HELP = ("PATTERNxROWSxK with K the longest row; patterns: 1 banded (K diagonals), 2 uniform "
              "random, 3 power-law, 4 the shipped matrix cage11 (only 4x39082x31), 5 edge cases, "
              "6 all empty; e.g. 3x2000000x100000")
