@@ -4,6 +4,7 @@ then timed at the bench sizes beside cuBLAS.   python .notes/day45_sweep.py"""
 import numpy as np
 
 from common import harness as H
+from common import hopper_gemm as G
 from common.report import table
 from common.timing import time_fn
 from days.day45_wgmma_gemm import driver as drv
@@ -18,7 +19,7 @@ def run(name, d):
     if name.startswith("gemm_"):
         like = dict(CANDS)[name]
         m, k, n = d.size
-        a_ptr, b_ptr, kk = drv._operands(d)
+        a_ptr, b_ptr, kk = G.k_major_operands(d, drv.K("pad_k_v0", "PPiii"), np.uint16, align=8)
         amap, bmap = drv._maps(d, like, a_ptr, b_ptr, kk)
         fn = drv.K(name, "PPPiii", dynamic_smem=drv.SMEM[like])
         fn.prepared_call(base_grid(like, m, n), (384, 1, 1), amap, bmap, d.c, m, n, kk,

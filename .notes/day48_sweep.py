@@ -19,6 +19,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import harness as H  # noqa: E402
+from common import gpu  # noqa: E402
 from common.baselines import as_torch, torch_or_none  # noqa: E402
 from common.report import table  # noqa: E402
 from common.timing import time_fn  # noqa: E402
@@ -28,7 +29,7 @@ CANDIDATES = [("v1", {}), ("v2", {}), ("v3", {}), ("v4", {}),
               ("v5", {}), ("v5", {"slices": 1}), ("v5", {"slices": 2}), ("v5", {"slices": 4}),
               ("v5", {"tile": 64}), ("v5", {"cluster": 2})]
 SIZES = drv.BENCH_SIZES + [(8192, 768, 3072)]
-sms = drv._sms()
+sms = gpu.sm_count()
 torch = torch_or_none()
 rows = []
 for size in SIZES:

@@ -22,6 +22,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import harness as H  # noqa: E402
+from common import gpu  # noqa: E402
 from common.baselines import as_torch, torch_or_none  # noqa: E402
 from common.check import compare  # noqa: E402
 from common.gpu import driver as cuda  # noqa: E402
@@ -33,7 +34,7 @@ FC1 = ["gemm_v1", "fc1_v4", "fc1_v5", "fc1_v5_b4", "fc1_v5_64", "fc1_v5_c2", "fc
        "gemm_v5"]
 FC2 = ["gemm_v1", "v4", "fc2_v5", "fc2_v5_64", "fc2_v5_c2", "gemm_v5"]
 UNCHECKED = {"gemm_v5"}        # the GEMM alone: its output is not h or y
-sms = drv._sms()
+sms = gpu.sm_count()
 torch = torch_or_none()
 rows = []
 for size in drv.BENCH_SIZES:

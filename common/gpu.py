@@ -122,6 +122,11 @@ def device_info() -> dict:
     return info
 
 
+def sm_count() -> int:
+    """Streaming multiprocessors of this GPU (the size of a persistent grid)."""
+    return device_info()["sms"]
+
+
 def blocks_per_sm(fn, threads: int, dynamic_smem: int = 0) -> int:
     """How many blocks of kernel `fn` (a pycuda Function) fit on one SM at once, limited by
     registers, threads, shared memory and the block slots, so a grid-stride kernel can be

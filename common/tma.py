@@ -142,3 +142,14 @@ def upload(*maps: bytes) -> DeviceMaps:
         if len(m) != MAP_BYTES:
             raise ValueError(f"a tensor map is {MAP_BYTES} bytes, got {len(m)}")
     return DeviceMaps(maps)
+
+
+def cached_map(d, address, dtype: str, dims, box, swizzle: int = 128) -> int:
+    """The device address of a tiled map (tiled_map, uploaded), made once per DeviceCase `d`
+    for these arguments: a map depends only on the pointer, the shape and the box, so the timed
+    launches reuse it."""
+    key = (int(address), dtype, tuple(dims), tuple(box), swizzle)
+    cache = d.__dict__.setdefault("_tensor_maps", {})
+    if key not in cache:
+        cache[key] = upload(tiled_map(int(address), dtype, dims=dims, box=box, swizzle=swizzle))
+    return cache[key].ptr(0)

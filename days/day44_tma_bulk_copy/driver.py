@@ -10,7 +10,9 @@ bar's clauses pick the sizes of each op.
 import numpy as np
 
 from common import args as A
+from common import gpu
 from common import harness as H
+from common import tma
 from common.baselines import as_torch, torch_or_none
 
 from . import reference
@@ -109,33 +111,18 @@ def make_case(size, rng):
 
 # --- launching --------------------------------------------------------------------------------
 
-def _sms() -> int:
-    from common.gpu import device_info
-
-    return device_info()["sms"]
-
-
 def _maps(d, op, rows_box: int = COPY_R, cols_box: int = T):
-    """Tensor maps of a case (cached on it: they depend only on the pointers, the shape and the
-    boxes). Copy: the flat view [n / 256, 256] in boxes of rows_box x 256, both ways.
-    Transpose: in [rows, cols] in boxes of 32 columns x rows_box rows, out [cols, rows] in
-    boxes of 32 x cols_box, both with the 128-byte swizzle."""
-    from common.tma import tiled_map, upload
-
-    cache = d.__dict__.setdefault("_tensor_maps", {})
-    key = (op, rows_box, cols_box)
-    if key not in cache:
-        rows, cols, _ = d.size
-        if op == COPY:
-            body_rows = rows * cols // COPY_W
-            cache[key] = upload(
-                tiled_map(int(d.x), "float32", dims=(COPY_W, body_rows), box=(COPY_W, rows_box)),
-                tiled_map(int(d.y), "float32", dims=(COPY_W, body_rows), box=(COPY_W, rows_box)))
-        else:
-            cache[key] = upload(
-                tiled_map(int(d.x), "float32", dims=(cols, rows), box=(T, rows_box), swizzle=128),
-                tiled_map(int(d.y), "float32", dims=(rows, cols), box=(T, cols_box), swizzle=128))
-    return cache[key]
+    """Device addresses of the tensor maps (in, out) of a case (tma.cached_map). Copy: the flat
+    view [n / 256, 256] in boxes of rows_box x 256, both ways. Transpose: in [rows, cols] in
+    boxes of 32 columns x rows_box rows, out [cols, rows] in boxes of 32 x cols_box, both with
+    the 128-byte swizzle."""
+    rows, cols, _ = d.size
+    if op == COPY:
+        dims, box = (COPY_W, rows * cols // COPY_W), (COPY_W, rows_box)
+        return (tma.cached_map(d, d.x, "float32", dims, box, swizzle=0),
+                tma.cached_map(d, d.y, "float32", dims, box, swizzle=0))
+    return (tma.cached_map(d, d.x, "float32", (cols, rows), (T, rows_box)),
+            tma.cached_map(d, d.y, "float32", (rows, cols), (T, cols_box)))
 
 
 def launch(version, d, config=None):
@@ -145,20 +132,19 @@ def launch(version, d, config=None):
     n = rows * cols
     if op == COPY:
         if version == "v1":
-            blocks = min(H.cdiv(n // 4, 256), _sms() * 8) or 1
+            blocks = min(H.cdiv(n // 4, 256), gpu.sm_count() * 8) or 1
             K("copy_v1", "PPq").prepared_call((blocks, 1, 1), (256, 1, 1), d.x, d.y, n)
             return
         br, stages, per_sm = (config or V3_COPY) if version == "v3" else (COPY_R, 1, 1)
         boxes = H.cdiv(n // COPY_W, br)
-        maps = _maps(d, COPY, br) if boxes else None
-        mp = (maps.ptr(0), maps.ptr(1)) if maps else (0, 0)
+        mp = _maps(d, COPY, br) if boxes else (0, 0)
         if version == "v2":
             K("copy_v2", "PPPPqi").prepared_call((max(boxes, 1), 1, 1), (32, 1, 1), *mp, d.x, d.y, n, boxes)
         else:
             name = f"copy_v3_r{br}_s{stages}" if config else "copy_v3"
             smem = copy_smem(br, stages)
             fn = K(name, "PPPPqi", dynamic_smem=smem)
-            fn.prepared_call((max(min(boxes, per_sm * _sms()), 1), 1, 1), (32, 1, 1), *mp, d.x, d.y,
+            fn.prepared_call((max(min(boxes, per_sm * gpu.sm_count()), 1), 1, 1), (32, 1, 1), *mp, d.x, d.y,
                              n, boxes, shared_size=smem)
         return
     if version == "v1" or not tma_transposable(rows, cols):
@@ -169,9 +155,9 @@ def launch(version, d, config=None):
         maps = _maps(d, TRANSPOSE)
         grid = (H.cdiv(cols, T), H.cdiv(rows, T), 1)
         if config == "rows":                       # the sweep's row-order candidate
-            K("transpose_v2_rows", "PP").prepared_call(grid, (256, 1, 1), maps.ptr(0), maps.ptr(1))
+            K("transpose_v2_rows", "PP").prepared_call(grid, (256, 1, 1), *maps)
             return
-        K("transpose_v2", "PP").prepared_call(grid[1::-1] + (1,), (256, 1, 1), maps.ptr(0), maps.ptr(1))
+        K("transpose_v2", "PP").prepared_call(grid[1::-1] + (1,), (256, 1, 1), *maps)
         return
     tr_, tc_, stages, warps, cols_order = config or V3_TRANSPOSE
     maps = _maps(d, TRANSPOSE, tr_, tc_)
@@ -179,9 +165,8 @@ def launch(version, d, config=None):
     name = f"transpose_v3_t{tr_}x{tc_}_s{stages}_w{warps}_c{cols_order}" if config else "transpose_v3"
     smem = transpose_smem(tr_, tc_, stages, warps)
     fn = K(name, "PPii", dynamic_smem=smem)
-    blocks = max(min(H.cdiv(tiles_r * tiles_c, warps), _sms()), 1)
-    fn.prepared_call((blocks, 1, 1), (warps * 32, 1, 1), maps.ptr(0), maps.ptr(1), tiles_r, tiles_c,
-                     shared_size=smem)
+    blocks = max(min(H.cdiv(tiles_r * tiles_c, warps), gpu.sm_count()), 1)
+    fn.prepared_call((blocks, 1, 1), (warps * 32, 1, 1), *maps, tiles_r, tiles_c, shared_size=smem)
 
 
 def baselines(d):

@@ -11,7 +11,9 @@ import numpy as np
 
 from common import args as A
 from common import harness as H
-from common.baselines import as_torch, gemm_ex, torch_or_none
+from common import hopper_gemm as G
+from common import tma
+from common.baselines import torch_or_none
 
 from . import reference
 
@@ -77,62 +79,30 @@ def make_case(size, rng):
 
 # --- launching --------------------------------------------------------------------------------
 
-def _operands(d):
-    """Device pointers of A and B with rows a multiple of 16 bytes (K % 8 == 0), and that K.
-    Otherwise copies into zero-padded scratch first (enqueued each call: it is part of the
-    op's time)."""
-    m, k, n = d.size
-    if k % 8 == 0:
-        return d.a, d.b, k
-    k8 = H.cdiv(k, 8) * 8
-    pa = d.scratch("a_pad", (m, k8), np.uint16)
-    pb = d.scratch("b_pad", (n, k8), np.uint16)
-    pad = K("pad_k_v0", "PPiii")
-    for src, dst, rows in ((d.a, pa, m), (d.b, pb, n)):
-        blocks = min(H.cdiv(rows * k8, 256), 132 * 16)
-        pad.prepared_call((blocks, 1, 1), (256, 1, 1), src, dst, rows, k, k8)
-    return pa, pb, k8
-
-
 def _maps(d, version, a_ptr, b_ptr, kk):
-    """Tensor maps of A and B for this version's boxes (cached: they depend only on the
-    pointers and the shape)."""
-    from common.tma import tiled_map, upload
-
+    """Tensor maps of A and B for this version's boxes (v6: each block of the pair fetches
+    half of B's box)."""
     m, _, n = d.size
     bm, bn = TILES.get(version, (128, 256))
     if version == "v6":
-        bn = 128                      # each block of the pair fetches half of B's box
-    key = (version, int(a_ptr), int(b_ptr), kk)
-    cache = d.__dict__.setdefault("_tensor_maps", {})
-    if key not in cache:
-        maps = upload(tiled_map(int(a_ptr), "bfloat16", dims=(kk, m), box=(BK, bm), swizzle=128),
-                      tiled_map(int(b_ptr), "bfloat16", dims=(kk, n), box=(BK, bn), swizzle=128))
-        cache[key] = maps
-    return cache[key].ptr(0), cache[key].ptr(1)
-
-
-def _sms() -> int:
-    from common.gpu import device_info
-
-    return device_info()["sms"]
+        bn = 128
+    return (tma.cached_map(d, a_ptr, "bfloat16", dims=(kk, m), box=(BK, bm)),
+            tma.cached_map(d, b_ptr, "bfloat16", dims=(kk, n), box=(BK, bn)))
 
 
 def grid_of(version, m, n) -> tuple:
     if version in TILES or version == "v3":
         bm, bn = TILES.get(version, (128, 256))
         return (H.cdiv(n, bn), H.cdiv(m, bm), 1)
-    tiles = H.cdiv(m, 128) * H.cdiv(n, 256)
     if version == "v6":
-        units = H.cdiv(H.cdiv(m, 128), 2) * H.cdiv(n, 256)
-        return (2 * min(units, _sms() // 2), 1, 1)
-    return (min(tiles, _sms()), 1, 1)
+        return G.persistent_grid(H.cdiv(H.cdiv(m, 128), 2) * H.cdiv(n, 256), cluster=2)
+    return G.persistent_grid(H.cdiv(m, 128) * H.cdiv(n, 256))
 
 
 def launch(version, d):
     A.version(version, VERSIONS)
     m, k, n = d.size
-    a_ptr, b_ptr, kk = _operands(d)
+    a_ptr, b_ptr, kk = G.k_major_operands(d, K("pad_k_v0", "PPiii"), np.uint16, align=8)
     amap, bmap = _maps(d, version, a_ptr, b_ptr, kk)
     threads = {"v1": 128, "v2": 256}.get(version, 384)
     fn = K(f"gemm_{version}", "PPPiii", dynamic_smem=SMEM[version])
@@ -141,24 +111,8 @@ def launch(version, d):
 
 
 def baselines(d):
-    """cuBLAS bf16 through torch (cublasLt, what a user calls) and through cublasGemmEx, on the
-    same A and B; each writes its own bf16 C (torch tensors: the runner checks them too)."""
-    m, k, n = d.size
-    torch = torch_or_none()
-    if torch is None:
-        c = d.scratch("c_cublas", (m, n), np.uint16)
-        return {"cuBLAS bf16 (cublasGemmEx)":
-                lambda: gemm_ex(d.a, d.b, c, m, n, k, mode="bf16", b_transposed=True)}
-    at = as_torch(d.array("a")).view(torch.bfloat16)
-    bt = as_torch(d.array("b")).view(torch.bfloat16)
-    c1 = torch.empty((m, n), dtype=torch.bfloat16, device="cuda")
-    c2 = torch.empty((m, n), dtype=torch.bfloat16, device="cuda")
-
-    def cublas_ex():
-        gemm_ex(d.a, d.b, c2.data_ptr(), m, n, k, mode="bf16", b_transposed=True)
-        return c2
-    return {"cuBLAS bf16 (torch.matmul)": lambda: torch.matmul(at, bt.t(), out=c1),
-            "cuBLAS bf16 (cublasGemmEx)": cublas_ex}
+    """cuBLAS bf16 on the same A and B (common.hopper_gemm.cublas_bf16_nt)."""
+    return G.cublas_bf16_nt(d)
 
 
 def extras(report, mode):

@@ -14,6 +14,8 @@ import numpy as np
 from common import args as A
 from common import fp8
 from common import harness as H
+from common import hopper_gemm as G
+from common import tma
 from common.baselines import as_torch, torch_or_none
 
 from . import reference
@@ -103,43 +105,13 @@ def make_case(size, rng):
 
 # --- launching --------------------------------------------------------------------------------
 
-def _operands(d):
-    """Device pointers of A and B with rows a multiple of 16 bytes (K % 16 == 0), and that K.
-    Otherwise copies into zero-padded scratch first (enqueued each call: part of the op's
-    time; the zero code is +0.0)."""
-    m, k, n = d.size
-    if k % 16 == 0:
-        return d.a, d.b, k
-    k16 = H.cdiv(k, 16) * 16
-    pa = d.scratch("a_pad", (m, k16), np.uint8)
-    pb = d.scratch("b_pad", (n, k16), np.uint8)
-    pad = K("pad_k_u8", "PPiii")
-    for src, dst, rows in ((d.a, pa, m), (d.b, pb, n)):
-        blocks = min(H.cdiv(rows * k16, 256), 132 * 16)
-        pad.prepared_call((blocks, 1, 1), (256, 1, 1), src, dst, rows, k, k16)
-    return pa, pb, k16
-
-
 def _maps(d, clustered, a_ptr, b_ptr, kk):
-    """Tensor maps of A and B (bytes to the copy engine; e4m3 to wgmma), cached per problem.
-    Boxes: 128 values of K x 128 rows of A, and 256 rows of B (128 when a cluster of two
-    fetches half each)."""
-    from common.tma import tiled_map, upload
-
+    """Tensor maps of A and B: 128 values of K x 128 rows of A; 256 rows of B, 128 when a
+    cluster of two fetches half each."""
     m, _, n = d.size
     bn = BN // 2 if clustered else BN
-    key = (bn, int(a_ptr), int(b_ptr), kk)
-    cache = d.__dict__.setdefault("_tensor_maps", {})
-    if key not in cache:
-        cache[key] = upload(tiled_map(int(a_ptr), "uint8", dims=(kk, m), box=(BK, BM), swizzle=128),
-                            tiled_map(int(b_ptr), "uint8", dims=(kk, n), box=(BK, bn), swizzle=128))
-    return cache[key].ptr(0), cache[key].ptr(1)
-
-
-def _sms() -> int:
-    from common.gpu import device_info
-
-    return device_info()["sms"]
+    return (tma.cached_map(d, a_ptr, "uint8", dims=(kk, m), box=(BK, BM)),
+            tma.cached_map(d, b_ptr, "uint8", dims=(kk, n), box=(BK, bn)))
 
 
 def grid_of(version, m, n) -> tuple:
@@ -147,15 +119,14 @@ def grid_of(version, m, n) -> tuple:
     if version == "v1":
         return (H.cdiv(n, BN), H.cdiv(m, BM), 1)
     if CANDIDATES.get(version, (version in CLUSTERED,))[0]:
-        units = H.cdiv(H.cdiv(m, BM), 2) * H.cdiv(n, BN)
-        return (2 * min(units, _sms() // 2), 1, 1)
-    return (min(H.cdiv(m, BM) * H.cdiv(n, BN), _sms()), 1, 1)
+        return G.persistent_grid(H.cdiv(H.cdiv(m, BM), 2) * H.cdiv(n, BN), cluster=2)
+    return G.persistent_grid(H.cdiv(m, BM) * H.cdiv(n, BN))
 
 
 def launch_kernel(name, d):
     """Pad if needed, then fp8_gemm_<name> (a version or a sweep candidate)."""
     m, k, n = d.size
-    a_ptr, b_ptr, kk = _operands(d)
+    a_ptr, b_ptr, kk = G.k_major_operands(d, K("pad_k_u8", "PPiii"), np.uint8, align=16)
     clustered = CANDIDATES.get(name, (name in CLUSTERED,))[0]
     amap, bmap = _maps(d, clustered, a_ptr, b_ptr, kk)
     smem = smem_of(name)

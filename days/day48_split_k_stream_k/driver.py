@@ -13,7 +13,10 @@ import numpy as np
 
 from common import args as A
 from common import harness as H
-from common.baselines import as_torch, gemm_ex, torch_or_none
+from common import gpu
+from common import hopper_gemm as G
+from common import tma
+from common.baselines import torch_or_none
 
 from . import reference
 
@@ -238,48 +241,18 @@ def make_case(size, rng):
 
 # --- launching --------------------------------------------------------------------------------
 
-def _sms() -> int:
-    from common.gpu import device_info
-
-    return device_info()["sms"]
-
-
-def _operands(d):
-    """Device pointers of A and B with 16-byte rows (K % 8 == 0), and that K; otherwise
-    zero-padded copies made first (enqueued every call: part of the op's time)."""
-    m, k, n = d.size
-    if k % 8 == 0:
-        return d.a, d.b, k
-    k8 = k_padded(k)
-    pad = K("pad_k_v0", "PPiii")
-    out = []
-    for name, src, rows in (("a_pad", d.a, m), ("b_pad", d.b, n)):
-        dst = d.scratch(name, (rows, k8), np.uint16)
-        pad.prepared_call((min(H.cdiv(rows * k8, 256), 132 * 16), 1, 1), (256, 1, 1),
-                          src, dst, rows, k, k8)
-        out.append(dst)
-    return out[0], out[1], k8
-
-
 def _maps(d, a_ptr, b_ptr, kk, cluster, bm=BM, bn=BN):
     """Tensor maps of A (box 64 x bm) and B (box 64 x bn, or 64 x bn/2 when a cluster pair
-    fetches half each), uploaded once per pointers, shape and tile."""
-    from common.tma import tiled_map, upload
-
+    fetches half each)."""
     m, _, n = d.size
-    key = (int(a_ptr), int(b_ptr), kk, cluster, bm, bn)
-    cache = d.__dict__.setdefault("_tensor_maps", {})
-    if key not in cache:
-        cache[key] = upload(
-            tiled_map(int(a_ptr), "bfloat16", dims=(kk, m), box=(BK, bm), swizzle=128),
-            tiled_map(int(b_ptr), "bfloat16", dims=(kk, n), box=(BK, bn // cluster), swizzle=128))
-    return cache[key].ptr(0), cache[key].ptr(1)
+    return (tma.cached_map(d, a_ptr, "bfloat16", dims=(kk, m), box=(BK, bm)),
+            tma.cached_map(d, b_ptr, "bfloat16", dims=(kk, n), box=(BK, bn // cluster)))
 
 
 def run_plan(d, plan: dict):
     """Enqueue the kernel(s) of a plan (plan_for) on DeviceCase d."""
     m, k, n = d.size
-    a_ptr, b_ptr, kk = _operands(d)
+    a_ptr, b_ptr, kk = G.k_major_operands(d, K("pad_k_v0", "PPiii"), np.uint16, align=8)
     kernel = plan["kernel"]
     grid, block = (plan["grid"], 1, 1), (THREADS, 1, 1)
     if kernel in PINGPONG:
@@ -307,7 +280,7 @@ def run_plan(d, plan: dict):
             grid, block, amap, bmap, ws, m, n, kk, s, shared_size=SMEM)
         n4 = (m * n) // 4 if (m * n) % 4 == 0 else m * n
         K("splitk_reduce_v2", "PPiq").prepared_call(
-            (min(H.cdiv(n4, 256), _sms() * 8), 1, 1), (256, 1, 1), ws, d.c, s, m * n)
+            (min(H.cdiv(n4, 256), gpu.sm_count() * 8), 1, 1), (256, 1, 1), ws, d.c, s, m * n)
     elif kernel.startswith("gemm_v3"):
         s = plan["slices"]
         ws = d.scratch("ws_v3", (s * tiles_m * tiles_n * BM * BN,), np.float32)
@@ -327,34 +300,18 @@ def run_plan(d, plan: dict):
 
 def launch(version, d):
     A.version(version, VERSIONS)
-    run_plan(d, plan_for(version, d.size, _sms()))
+    run_plan(d, plan_for(version, d.size, gpu.sm_count()))
 
 
 def same_as(version, size):
     """v2/v3 with one slice and v4 with no stream-K tiles launch v1's kernel."""
-    p = plan_for(version, size, _sms())
+    p = plan_for(version, size, gpu.sm_count())
     return p["version"] if p["version"] != version else None
 
 
 def baselines(d):
-    """cuBLAS bf16 through torch (cublasLt, what a user calls) and through cublasGemmEx, on the
-    same A and B; each writes its own bf16 C (torch tensors: the runner checks them too)."""
-    m, k, n = d.size
-    torch = torch_or_none()
-    if torch is None:
-        c = d.scratch("c_cublas", (m, n), np.uint16)
-        return {"cuBLAS bf16 (cublasGemmEx)":
-                lambda: gemm_ex(d.a, d.b, c, m, n, k, mode="bf16", b_transposed=True)}
-    at = as_torch(d.array("a")).view(torch.bfloat16)
-    bt = as_torch(d.array("b")).view(torch.bfloat16)
-    c1 = torch.empty((m, n), dtype=torch.bfloat16, device="cuda")
-    c2 = torch.empty((m, n), dtype=torch.bfloat16, device="cuda")
-
-    def cublas_ex():
-        gemm_ex(d.a, d.b, c2.data_ptr(), m, n, k, mode="bf16", b_transposed=True)
-        return c2
-    return {"cuBLAS bf16 (torch.matmul)": lambda: torch.matmul(at, bt.t(), out=c1),
-            "cuBLAS bf16 (cublasGemmEx)": cublas_ex}
+    """cuBLAS bf16 on the same A and B (common.hopper_gemm.cublas_bf16_nt)."""
+    return G.cublas_bf16_nt(d)
 
 
 def schedule_rows(sms: int) -> list:
@@ -392,7 +349,7 @@ def extras(report, mode):
     for them (its kernel names tell split-K / stream-K and the tile)."""
     if mode != "bench":
         return
-    sms = _sms()
+    sms = gpu.sm_count()
     report.section(f"Schedules on {sms} SMs (128x256 tiles)", schedule_rows(sms), SCHEDULE_HEADERS)
     torch = torch_or_none()
     if torch is None:

@@ -13,6 +13,8 @@ import numpy as np
 
 from common import args as A
 from common import harness as H
+from common import gpu
+from common import tma
 from common.baselines import as_torch, torch_or_none
 
 from . import reference
@@ -138,22 +140,9 @@ def make_case(size, rng):
 
 # --- launching --------------------------------------------------------------------------------
 
-def _sms() -> int:
-    from common.gpu import device_info
-
-    return device_info()["sms"]
-
-
 def _map(d, ptr, cols, rows, box_cols, box_rows):
     """A bf16 tensor map over a row-major [rows, cols] array (cached on the DeviceCase)."""
-    from common.tma import tiled_map, upload
-
-    key = (int(ptr), cols, rows, box_cols, box_rows)
-    cache = d.__dict__.setdefault("_tensor_maps", {})
-    if key not in cache:
-        cache[key] = upload(tiled_map(int(ptr), "bfloat16", dims=(cols, rows),
-                                      box=(box_cols, box_rows), swizzle=128))
-    return cache[key].ptr(0)
+    return tma.cached_map(d, ptr, "bfloat16", dims=(cols, rows), box=(box_cols, box_rows))
 
 
 def _gemm_grid(m, n, bn, sms):
@@ -241,7 +230,7 @@ def run_layer(d, layer: int, kernel: str, sms: int, mode: str = "hybrid"):
 
 def launch(version, d):
     A.version(version, VERSIONS)
-    sms = _sms()
+    sms = gpu.sm_count()
     k1, k2 = kernels_of(version, d.size, sms)
     run_layer(d, 1, k1, sms)
     run_layer(d, 2, k2, sms)
@@ -296,7 +285,7 @@ def extras(report, mode):
 
     from common.timing import time_fn
 
-    sms = _sms()
+    sms = gpu.sm_count()
     rows = []
     for size in BENCH_SIZES:
         t, c = size

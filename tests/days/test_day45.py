@@ -93,7 +93,9 @@ def test_upload_refuses_a_short_map():
 # --- launch geometry ----------------------------------------------------------------------------
 
 def test_grids(monkeypatch):
-    monkeypatch.setattr(driver, "_sms", lambda: 132)
+    from common import gpu
+
+    monkeypatch.setattr(gpu, "sm_count", lambda: 132)
     assert driver.grid_of("v1", 8192, 8192) == (64, 128, 1)
     assert driver.grid_of("v3", 8192, 8192) == (32, 64, 1)
     assert driver.grid_of("v4", 8192, 8192) == (132, 1, 1)          # 2048 tiles, 132 blocks

@@ -214,7 +214,9 @@ def test_tensor_map_needs_16_byte_rows():
 
 
 def test_grids(monkeypatch):
-    monkeypatch.setattr(driver, "_sms", lambda: 132)
+    from common import gpu
+
+    monkeypatch.setattr(gpu, "sm_count", lambda: 132)
     assert driver.grid_of("v1", 8192, 8192) == (32, 64, 1)
     assert driver.grid_of("v2", 8192, 8192) == (132, 1, 1)          # 2048 tiles, 132 blocks
     assert driver.grid_of("v2", 100, 100) == (1, 1, 1)

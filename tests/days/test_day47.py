@@ -41,7 +41,9 @@ def test_ops():
 # --- launch geometry, the generated header ------------------------------------------------------
 
 def test_grids(monkeypatch):
-    monkeypatch.setattr(driver, "_sms", lambda: 132)
+    from common import gpu
+
+    monkeypatch.setattr(gpu, "sm_count", lambda: 132)
     assert driver.grid_of("v1", 4096, 4096) == (16, 32, 1)
     assert driver.grid_of("v2", 4096, 4096) == (132, 1, 1)          # 512 tiles, 132 blocks
     assert driver.grid_of("v2", 100, 100) == (1, 1, 1)

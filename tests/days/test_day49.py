@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from common import bf16
+from common import gpu
 from days.day49_gemm_epilogue_fusion import driver, reference
 
 K0, K1 = np.sqrt(2 / np.pi), 0.044715
@@ -209,7 +210,7 @@ def _outputs(d, layers):
 
     d.poison_outputs()
     for layer, kernel, kw in layers:
-        driver.run_layer(d, layer, kernel, driver._sms(), **kw)
+        driver.run_layer(d, layer, kernel, gpu.sm_count(), **kw)
     cuda().Context.synchronize()
     return d.array("h").get(), d.array("y").get()
 
@@ -271,7 +272,7 @@ from common import bf16, harness as H
 from common.gpu import driver as cuda
 from days.day49_gemm_epilogue_fusion import driver, reference
 sizes, pairs = json.loads(sys.argv[1]), json.loads(sys.argv[2])
-sms = driver._sms()
+sms = gpu.sm_count()
 for size in sizes:
     case = driver.make_case(tuple(size), np.random.default_rng(2))
     ref = case.expected()
