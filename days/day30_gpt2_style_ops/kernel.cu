@@ -45,6 +45,7 @@
 // _loop any C.
 #include <cstdint>
 
+#include "elementwise.cuh"
 #include "layernorm.cuh"
 #include "sgemm.cuh"
 #include "vec.cuh"
@@ -57,11 +58,6 @@ using namespace cuda100;
 // alignment; any K works with any BK.)
 static_assert(sgemm::BM == 128 && sgemm::BN == 128 && sgemm::THREADS == 256,
               "sgemm.cuh's tile changed: update TILE, GEMM_THREADS, TILE_K in driver.py");
-
-__device__ __forceinline__ float gelu(float u) {
-    const float k0 = 0.7978845608028654f, k1 = 0.044715f;  // sqrt(2/pi)
-    return 0.5f * u * (1.f + tanhf(k0 * (u + k1 * u * u * u)));
-}
 
 // ---------------------------------------------------------------------------------------
 // LayerNorm rows (every version): warp per row. OUT: write the normalized row to out.
@@ -147,73 +143,25 @@ __device__ __forceinline__ void gemm(const float* __restrict__ A, int lda, const
 GEMM_V1(mlp_gemm_v1_vec, true)
 GEMM_V1(mlp_gemm_v1_scalar, false)
 
-// y[r, c] += bias[c] over [rows, N]: VEC (N % 4 == 0) a float4 a thread, else one element.
-template <bool VEC>
-__device__ __forceinline__ void add_bias(float* __restrict__ y, const float* __restrict__ bias,
-                                         long long n, int N) {
-    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (VEC) {
-        const long long e = 4 * i;
-        if (e >= n) return;
-        const int c = (int)(e % N);
-        const float4 v = load4(y + e), bv = load4(bias + c);
-        store4(y + e, make_float4(v.x + bv.x, v.y + bv.y, v.z + bv.z, v.w + bv.w));
-    } else {
-        if (i >= n) return;
-        y[i] += bias[i % N];
-    }
-}
+// v1's element-wise kernels (bodies: common/cuda/elementwise.cuh)
 extern "C" __global__ void mlp_bias_v1_vec(float* y, const float* bias, long long n, int N) {
-    add_bias<true>(y, bias, n, N);
+    add_bias_rows<true>(y, bias, n, N);
 }
 extern "C" __global__ void mlp_bias_v1_scalar(float* y, const float* bias, long long n, int N) {
-    add_bias<false>(y, bias, n, N);
+    add_bias_rows<false>(y, bias, n, N);
 }
-
-// h = gelu(h) in place, n elements (the buffer is cudaMalloc'd: 16-byte aligned)
-extern "C" __global__ void mlp_gelu_v1(float* __restrict__ h, long long n) {
-    const long long e = 4 * ((long long)blockIdx.x * blockDim.x + threadIdx.x);
-    if (e + 3 < n) {
-        const float4 v = load4(h + e);
-        store4(h + e, make_float4(gelu(v.x), gelu(v.y), gelu(v.z), gelu(v.w)));
-    } else {
-        for (long long j = e; j < n; ++j) h[j] = gelu(h[j]);
-    }
-}
-
-// y += x, n elements
+// h = gelu(h) in place
+extern "C" __global__ void mlp_gelu_v1(float* __restrict__ h, long long n) { gelu_in_place(h, n); }
+// y += x
 extern "C" __global__ void mlp_residual_v1(float* __restrict__ y, const float* __restrict__ x,
                                            long long n) {
-    const long long e = 4 * ((long long)blockIdx.x * blockDim.x + threadIdx.x);
-    if (e + 3 < n) {
-        const float4 v = load4(y + e), r = load4(x + e);
-        store4(y + e, make_float4(v.x + r.x, v.y + r.y, v.z + r.z, v.w + r.w));
-    } else {
-        for (long long j = e; j < n; ++j) y[j] += x[j];
-    }
+    add_in_place(y, x, n);
 }
 
 // ---------------------------------------------------------------------------------------
-// v2: the epilogues. Each gets C[row, col .. col+n-1] of the tile (n = 1..4, col % 4 == 0).
+// v2: the epilogues. Each gets C[row, col .. col+n-1] of the tile (n = 1..4, col % 4 == 0);
+// load_n / store_n (common/cuda/elementwise.cuh) move those n floats.
 // ---------------------------------------------------------------------------------------
-template <bool VEC>
-__device__ __forceinline__ float4 load_n(const float* p, int n) {  // p[0..n-1], zeros after
-    if (VEC && n == 4) return load4(p);
-    return make_float4(p[0], n > 1 ? p[1] : 0.f, n > 2 ? p[2] : 0.f, n > 3 ? p[3] : 0.f);
-}
-
-template <bool VEC>
-__device__ __forceinline__ void store_n(float* p, float4 v, int n) {
-    if (VEC && n == 4) {
-        store4(p, v);
-    } else {
-        p[0] = v.x;
-        if (n > 1) p[1] = v.y;
-        if (n > 2) p[2] = v.z;
-        if (n > 3) p[3] = v.w;
-    }
-}
-
 // h = gelu(acc + b1)
 template <bool VEC>
 struct BiasGelu {

@@ -47,6 +47,7 @@
 // the class count may be anything.
 #include <type_traits>
 
+#include "elementwise.cuh"
 #include "flash_attention.cuh"
 #include "layernorm.cuh"
 #include "sgemm.cuh"
@@ -58,32 +59,8 @@ namespace fl = cuda100::flash;
 
 constexpr int CHANNELS = 3;
 
-__device__ __forceinline__ float gelu(float u) {
-    const float k0 = 0.7978845608028654f, k1 = 0.044715f;  // sqrt(2/pi)
-    return 0.5f * u * (1.f + tanhf(k0 * (u + k1 * u * u * u)));
-}
-
 __device__ __forceinline__ float4 add4(float4 a, float4 b) {
     return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
-}
-
-// p[0..n-1] as a float4 (zeros after); VEC and n == 4: one 16-byte load
-template <bool VEC>
-__device__ __forceinline__ float4 load_n(const float* p, int n) {
-    if (VEC && n == 4) return load4(p);
-    return make_float4(p[0], n > 1 ? p[1] : 0.f, n > 2 ? p[2] : 0.f, n > 3 ? p[3] : 0.f);
-}
-
-template <bool VEC>
-__device__ __forceinline__ void store_n(float* p, float4 v, int n) {
-    if (VEC && n == 4) {
-        store4(p, v);
-    } else {
-        p[0] = v.x;
-        if (n > 1) p[1] = v.y;
-        if (n > 2) p[2] = v.z;
-        if (n > 3) p[3] = v.w;
-    }
 }
 
 // =========================================================================================
@@ -324,47 +301,19 @@ VIT_GEMM(vit_gelu_t64_v3_vec, 2, E_BIAS_GELU, true)
 // v1's elementwise kernels (flat; float4 where the row length allows)
 // =========================================================================================
 
-// y[r, c] += bias[c] over n = rows * N elements: VEC (N % 4 == 0) a float4 a thread
-template <bool VEC>
-__device__ __forceinline__ void add_bias(float* __restrict__ y, const float* __restrict__ bias,
-                                         long long n, int N) {
-    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (VEC) {
-        const long long e = 4 * i;
-        if (e >= n) return;
-        store4(y + e, add4(load4(y + e), load4(bias + (int)(e % N))));
-    } else {
-        if (i >= n) return;
-        y[i] += bias[i % N];
-    }
-}
+// bodies: common/cuda/elementwise.cuh
 extern "C" __global__ void vit_bias_v1_vec(float* y, const float* bias, long long n, int N) {
-    add_bias<true>(y, bias, n, N);
+    add_bias_rows<true>(y, bias, n, N);
 }
 extern "C" __global__ void vit_bias_v1_scalar(float* y, const float* bias, long long n, int N) {
-    add_bias<false>(y, bias, n, N);
+    add_bias_rows<false>(y, bias, n, N);
 }
-
-// h = gelu(h), n elements (a cudaMalloc'd buffer: 16-byte aligned; scalar tail)
-extern "C" __global__ void vit_gelu_v1(float* __restrict__ h, long long n) {
-    const long long e = 4 * ((long long)blockIdx.x * blockDim.x + threadIdx.x);
-    if (e + 3 < n) {
-        const float4 v = load4(h + e);
-        store4(h + e, make_float4(gelu(v.x), gelu(v.y), gelu(v.z), gelu(v.w)));
-    } else {
-        for (long long j = e; j < n; ++j) h[j] = gelu(h[j]);
-    }
-}
-
-// x += y, n elements
+// h = gelu(h)
+extern "C" __global__ void vit_gelu_v1(float* __restrict__ h, long long n) { gelu_in_place(h, n); }
+// x += y
 extern "C" __global__ void vit_residual_v1(float* __restrict__ x, const float* __restrict__ y,
                                            long long n) {
-    const long long e = 4 * ((long long)blockIdx.x * blockDim.x + threadIdx.x);
-    if (e + 3 < n) {
-        store4(x + e, add4(load4(x + e), load4(y + e)));
-    } else {
-        for (long long j = e; j < n; ++j) x[j] += y[j];
-    }
+    add_in_place(x, y, n);
 }
 
 // =========================================================================================

@@ -30,7 +30,9 @@
 
 #include <cstdint>
 
+#include "elementwise.cuh"
 #include "sgemm.cuh"
+#include "warp.cuh"
 
 using namespace cuda100;
 
@@ -41,16 +43,7 @@ constexpr int TILE = sgemm::BM;     // 128 rows (and columns) per GEMM block til
 static_assert(sgemm::BM == 128 && sgemm::BN == 128 && sgemm::THREADS == 256,
               "sgemm.cuh's tile changed: update TILE and the grids in driver.py");
 
-__device__ __forceinline__ float gelu(float u) {
-    const float k0 = 0.7978845608028654f, k1 = 0.044715f;  // sqrt(2/pi)
-    return 0.5f * u * (1.f + tanhf(k0 * (u + k1 * u * u * u)));
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
+// gelu, store_n: elementwise.cuh (day 30); warp_sum: warp.cuh (day 5)
 
 // ---------------------------------------------------------------------------------------------
 // Dispatch
@@ -345,18 +338,6 @@ __device__ __forceinline__ bool find_tile(const int* __restrict__ tile_start, in
 }
 
 // ---- epilogues (row is relative to the expert's segment) ----
-template <bool VEC>
-__device__ __forceinline__ void store4(float* p, float4 v, int n) {
-    if (VEC && n == 4) {
-        *reinterpret_cast<float4*>(p) = v;
-    } else {
-        p[0] = v.x;
-        if (n > 1) p[1] = v.y;
-        if (n > 2) p[2] = v.z;
-        if (n > 3) p[3] = v.w;
-    }
-}
-
 // The epilogues keep the kernel's own pointer arguments plus the expert e and its segment start
 // seg, and form the addresses after the K loop: a pointer computed before the loop would hold
 // two more registers through it, and the tile has none to spare at 128 (it spills).
@@ -365,7 +346,7 @@ struct StoreRows {       // v2: C[seg + row, col..] = v
     float* C;
     int seg, ldc;
     __device__ __forceinline__ void operator()(int row, int col, float4 v, int n) const {
-        store4<VEC>(C + (size_t)(seg + row) * ldc + col, v, n);
+        store_n<VEC>(C + (size_t)(seg + row) * ldc + col, v, n);
     }
 };
 
