@@ -63,6 +63,40 @@ __device__ __forceinline__ void tile_coords(int t, int tiles_m, int tiles_n, int
 }
 
 // ---------------------------------------------------------------------------------------------
+// The k-block, drain and zero of an Op whose warpgroup holds one m64n256 accumulator (128
+// registers of T a thread) and issues one k32 instruction MMA per 32 bytes of K: the fp8 and
+// int8 GEMMs of days 46 and 47 differ only in MMA and T. An Op derives from it and adds its
+// Epilogue and store.
+template <typename T, void (*MMA)(T (&)[128], uint64_t, uint64_t, int)>
+struct K32Accumulator {
+    static constexpr int BK = 128;           // 8-bit values a 128-byte row
+    struct Acc { T d[128]; };
+
+    template <int INFLIGHT>
+    static __device__ __forceinline__ void kblock(Acc &a, const uint8_t *sA, const uint8_t *sB,
+                                                  bool first) {
+        wgmma::fence_regs(a.d);
+        wgmma::fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / 32; ++kk) {
+            MMA(a.d, wgmma::desc_k128(sA + 32 * kk), wgmma::desc_k128(sB + 32 * kk),
+                (first && kk == 0) ? 0 : 1);
+        }
+        wgmma::commit();
+        wgmma::wait<INFLIGHT - 1>();
+        wgmma::fence_regs(a.d);
+    }
+    static __device__ __forceinline__ void drain(Acc &a) {
+        wgmma::wait<0>();
+        wgmma::fence_regs(a.d);
+    }
+    static __device__ __forceinline__ void zero(Acc &a) {
+#pragma unroll
+        for (int i = 0; i < 128; ++i) a.d[i] = T(0);
+    }
+};
+
+// ---------------------------------------------------------------------------------------------
 // Two consumer warpgroups (256 threads), one buffer: thread 0 loads a k-block, everyone waits,
 // each warpgroup multiplies its 64 rows, and a barrier frees the buffer. Grid (N / 256, M / 128).
 template <class Op>

@@ -67,33 +67,8 @@ __device__ __forceinline__ void store_scaled(const float (&d)[128], const Fp8Epi
 }
 
 // Fast accumulation: the wgmma accumulators run over all of K (as cuBLAS's use_fast_accum).
-struct Fp8Fast {
-    static constexpr int BK = 128;           // fp8 values a 128-byte row
-    struct Acc { float d[128]; };
+struct Fp8Fast : wg::K32Accumulator<float, wgmma::m64n256k32_e4m3> {
     using Epilogue = Fp8Epilogue;
-
-    template <int INFLIGHT>
-    static __device__ __forceinline__ void kblock(Acc &a, const uint8_t *sA, const uint8_t *sB,
-                                                  bool first) {
-        wgmma::fence_regs(a.d);
-        wgmma::fence();
-#pragma unroll
-        for (int kk = 0; kk < BK / 32; ++kk) {
-            wgmma::m64n256k32_e4m3(a.d, wgmma::desc_k128(sA + 32 * kk), wgmma::desc_k128(sB + 32 * kk),
-                                   (first && kk == 0) ? 0 : 1);
-        }
-        wgmma::commit();
-        wgmma::wait<INFLIGHT - 1>();
-        wgmma::fence_regs(a.d);
-    }
-    static __device__ __forceinline__ void drain(Acc &a) {
-        wgmma::wait<0>();
-        wgmma::fence_regs(a.d);
-    }
-    static __device__ __forceinline__ void zero(Acc &a) {
-#pragma unroll
-        for (int i = 0; i < 128; ++i) a.d[i] = 0.f;
-    }
     static __device__ __forceinline__ void store(const Acc &a, const Epilogue &e, int M, int N,
                                                  int row0, int col0) {
         store_scaled(a.d, e, M, N, row0, col0);
@@ -107,10 +82,7 @@ struct Fp8Fast {
 // wgmma ignores its old value (scale_d = 0), so nothing keeps it alive across the epilogue.
 // `first` is not needed: the body zeroes d before each tile (a branch on it here made ptxas
 // duplicate the loop body and spill).
-struct Fp8Promoted {
-    static constexpr int BK = 128;
-    struct Acc { float d[128]; };
-    using Epilogue = Fp8Epilogue;
+struct Fp8Promoted : Fp8Fast {              // its zero, Acc and store; its own k-block
 
     template <int INFLIGHT>
     static __device__ __forceinline__ void kblock(Acc &a, const uint8_t *sA, const uint8_t *sB,
@@ -136,14 +108,6 @@ struct Fp8Promoted {
         }
     }
     static __device__ __forceinline__ void drain(Acc &) {}
-    static __device__ __forceinline__ void zero(Acc &a) {
-#pragma unroll
-        for (int i = 0; i < 128; ++i) a.d[i] = 0.f;
-    }
-    static __device__ __forceinline__ void store(const Acc &a, const Epilogue &e, int M, int N,
-                                                 int row0, int col0) {
-        store_scaled(a.d, e, M, N, row0, col0);
-    }
 };
 
 #define FP8_ARGS const CUtensorMap *__restrict__ amap, const CUtensorMap *__restrict__ bmap, \

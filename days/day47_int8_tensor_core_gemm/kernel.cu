@@ -31,33 +31,9 @@ struct I32Epilogue {
     int *C;
 };
 
-struct Int8 {
-    static constexpr int BK = 128;           // int8 values a 128-byte row
-    struct Acc { int d[128]; };
+struct Int8 : wg::K32Accumulator<int, wgmma::m64n256k32_s8> {
     using Epilogue = I32Epilogue;
 
-    template <int INFLIGHT>
-    static __device__ __forceinline__ void kblock(Acc &a, const uint8_t *sA, const uint8_t *sB,
-                                                  bool first) {
-        wgmma::fence_regs(a.d);
-        wgmma::fence();
-#pragma unroll
-        for (int kk = 0; kk < BK / 32; ++kk) {
-            wgmma::m64n256k32_s8(a.d, wgmma::desc_k128(sA + 32 * kk), wgmma::desc_k128(sB + 32 * kk),
-                                 (first && kk == 0) ? 0 : 1);
-        }
-        wgmma::commit();
-        wgmma::wait<INFLIGHT - 1>();
-        wgmma::fence_regs(a.d);
-    }
-    static __device__ __forceinline__ void drain(Acc &a) {
-        wgmma::wait<0>();
-        wgmma::fence_regs(a.d);
-    }
-    static __device__ __forceinline__ void zero(Acc &a) {
-#pragma unroll
-        for (int i = 0; i < 128; ++i) a.d[i] = 0;
-    }
     // A warpgroup's 64 x 256 int32 sums (day 45's register layout: d[4j + 2h + {0, 1}] is row
     // 16 warp + lane / 4 + 8h, columns 8j + 2 (lane % 4) + {0, 1}) -> C, bounds checked. Pairs
     // of columns go out as one 8-byte store when N is even (then every pair is 8-byte aligned).
