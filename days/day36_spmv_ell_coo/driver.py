@@ -253,13 +253,9 @@ def extras(report, mode):
 
 # --- the public function ---------------------------------------------------------------------
 
-def spmv(indptr, indices, data, x, version=BEST) -> np.ndarray:
-    """y = A x on the GPU for A given in CSR: indptr [rows + 1] (starts at 0, never decreases),
-    indices [nnz] (column of each nonzero, in [0, len(x)); any order inside a row, repeats add
-    up), data [nnz] (values; converted to float32), x [cols]. Returns y [rows] float32. No
-    nonzeros: zeros without a launch. version picks the format (VERSIONS); ELL (v4, v5) refuses
-    matrices whose padded size passes 32-bit indexing."""
-    version = A.version(version, VERSIONS)
+def checked_csr(indptr, indices, data, x):
+    """The arguments of spmv (and day 37's) checked, each bad one in a sentence: (F.CSR, x as
+    float32), or (None, x) for a matrix of no rows."""
     x = A.floats(x, "x", ndim=1, what="[cols]")
     indptr = A.integers(indptr, "indptr", ndim=1, low=0, what="[rows + 1]", dtype=np.int64)
     if indptr.size == 0:
@@ -273,18 +269,29 @@ def spmv(indptr, indices, data, x, version=BEST) -> np.ndarray:
     rows, cols, nnz = indptr.size - 1, x.size, int(indptr[-1])
     A.fits_int32("A", nnz, "nonzeros")
     if rows > F.MAX_ROWS:
-        raise ValueError(f"A has {rows} rows: at most {F.MAX_ROWS} (v3 numbers rows x 32 threads "
-                         "in 32-bit integers)")
+        raise ValueError(f"A has {rows} rows: at most {F.MAX_ROWS} (the CSR vector kernel numbers "
+                         "rows x 32 threads in 32-bit integers)")
     data = A.floats(data, "data", shape=(nnz,), what="(one value per nonzero: indptr[-1])")
     if nnz and cols == 0:
         raise ValueError(f"A has {nnz} nonzeros but x is empty: their columns cannot exist")
     indices = A.integers(indices, "indices", shape=(nnz,), low=0, high=max(cols, 1),
                          what="(one column per nonzero: indptr[-1])")
     if rows == 0:
-        return np.zeros(0, np.float32)
-    if nnz == 0:
-        return np.zeros(rows, np.float32)   # a sum of nothing: nothing is launched
-    a = F.CSR(rows, cols, indptr, indices, data)
+        return None, x
+    return F.CSR(rows, cols, indptr, indices, data), x
+
+
+def spmv(indptr, indices, data, x, version=BEST) -> np.ndarray:
+    """y = A x on the GPU for A given in CSR: indptr [rows + 1] (starts at 0, never decreases),
+    indices [nnz] (column of each nonzero, in [0, len(x)); any order inside a row, repeats add
+    up), data [nnz] (values; converted to float32), x [cols]. Returns y [rows] float32. No
+    nonzeros: zeros without a launch. version picks the format (VERSIONS); ELL (v4, v5) refuses
+    matrices whose padded size passes 32-bit indexing."""
+    version = A.version(version, VERSIONS)
+    a, x = checked_csr(indptr, indices, data, x)
+    if a is None or a.nnz == 0:      # no rows, or a sum of nothing: nothing is launched
+        return np.zeros(0 if a is None else a.rows, np.float32)
+    rows = a.rows
     w = int(a.lengths().max())
     if version in ELL_VERSIONS and not F.ell_fits(rows, w):
         raise ValueError(f"version {version} is ELL: {rows} rows padded to the longest row ({w}) "

@@ -209,30 +209,10 @@ def spmv_hybrid(indptr, indices, data, x, version=BEST, k=None) -> np.ndarray:
     version = A.version(version, VERSIONS)
     if k is not None:
         k = A.count(k, "k", low=1)
-    x = A.floats(x, "x", ndim=1, what="[cols]")
-    indptr = A.integers(indptr, "indptr", ndim=1, low=0, what="[rows + 1]", dtype=np.int64)
-    if indptr.size == 0:
-        raise ValueError("indptr must hold rows + 1 offsets (at least the leading 0)")
-    if indptr[0] != 0:
-        raise ValueError(f"indptr[0] must be 0, got {indptr[0]}")
-    if np.any(np.diff(indptr) < 0):
-        i = int(np.argmax(np.diff(indptr) < 0))
-        raise ValueError(f"indptr must not decrease: indptr[{i + 1}] = {indptr[i + 1]} < "
-                         f"indptr[{i}] = {indptr[i]}")
-    rows, cols, nnz = indptr.size - 1, x.size, int(indptr[-1])
-    A.fits_int32("A", nnz, "nonzeros")
-    if rows > F.MAX_ROWS:
-        raise ValueError(f"A has {rows} rows: at most {F.MAX_ROWS}")
-    data = A.floats(data, "data", shape=(nnz,), what="(one value per nonzero: indptr[-1])")
-    if nnz and cols == 0:
-        raise ValueError(f"A has {nnz} nonzeros but x is empty: their columns cannot exist")
-    indices = A.integers(indices, "indices", shape=(nnz,), low=0, high=max(cols, 1),
-                         what="(one column per nonzero: indptr[-1])")
-    if rows == 0:
-        return np.zeros(0, np.float32)
-    if nnz == 0:
-        return np.zeros(rows, np.float32)
-    a = F.CSR(rows, cols, indptr, indices, data)
+    a, x = day36.checked_csr(indptr, indices, data, x)
+    if a is None or a.nnz == 0:      # no rows, or a sum of nothing: nothing is launched
+        return np.zeros(0 if a is None else a.rows, np.float32)
+    rows = a.rows
     w = int(a.lengths().max())
     if k is not None and not F.ell_fits(rows, k):
         raise ValueError(f"k = {k}: an ELL part of {rows} rows x {k} passes 32-bit indexing")
