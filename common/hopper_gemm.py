@@ -67,3 +67,26 @@ def cublas_bf16_nt(d) -> dict:
         return c2
     return {"cuBLAS bf16 (torch.matmul)": lambda: torch.matmul(at, bt.t(), out=c1),
             "cuBLAS bf16 (cublasGemmEx)": cublas_ex}
+
+
+def bf16_nt_matmul(a, b, version: str, launch, validate_size) -> np.ndarray:
+    """The public C = a @ b.T of the bf16 GEMM days (45, 48): a [M, K], b [N, K] float arrays,
+    checked and rounded to bf16 (nearest even); `launch(version, d)` runs the day's kernel;
+    returns the bf16 C as float32 [M, N]. Empty M or N, or K = 0: zeros without a launch."""
+    from . import args as A
+    from . import bf16
+    from .harness import Case, run
+
+    a = A.floats(a, "a", ndim=2)
+    b = A.floats(b, "b", ndim=2)
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(f"a is {a.shape[0]}x{a.shape[1]} and b is {b.shape[0]}x{b.shape[1]}: "
+                         "C = a @ b.T needs the same K (columns) in both")
+    m, k = a.shape
+    n = b.shape[0]
+    if m == 0 or n == 0 or k == 0:
+        return np.zeros((m, n), np.float32)
+    validate_size((m, k, n))
+    case = Case((m, k, n), inputs={"a": bf16.to_bits(a), "b": bf16.to_bits(b)},
+                outputs={"c": ((m, n), np.uint16)}, decode={"c": bf16.from_bits})
+    return run(launch, version, case)["c"]

@@ -373,17 +373,4 @@ def extras(report, mode):
 def matmul(a, b, version: str = BEST) -> np.ndarray:
     """C = A @ B.T on the tensor cores: a [M, K], b [N, K] (float arrays, rounded to bf16 to
     nearest-even), fp32 accumulation; returns the bf16 C as float32 [M, N]."""
-    version = A.version(version, VERSIONS)
-    a = A.floats(a, "a", ndim=2)
-    b = A.floats(b, "b", ndim=2)
-    if a.shape[1] != b.shape[1]:
-        raise ValueError(f"a is {a.shape[0]}x{a.shape[1]} and b is {b.shape[0]}x{b.shape[1]}: "
-                         "C = a @ b.T needs the same K (columns) in both")
-    m, k = a.shape
-    n = b.shape[0]
-    if m == 0 or n == 0 or k == 0:
-        return np.zeros((m, n), np.float32)
-    validate_size((m, k, n))
-    case = H.Case((m, k, n), inputs={"a": reference.bf16_bits(a), "b": reference.bf16_bits(b)},
-                  outputs={"c": ((m, n), np.uint16)}, decode={"c": reference.bf16_to_float})
-    return H.run(launch, version, case)["c"]
+    return G.bf16_nt_matmul(a, b, A.version(version, VERSIONS), launch, validate_size)
