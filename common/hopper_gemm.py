@@ -2,7 +2,7 @@
 operands K-major (rows along K), fed to the kernels through tensor maps.
 
     a_ptr, b_ptr, kk = k_major_operands(d, K("pad_k_v0", "PPiii"), np.uint16, align=8)
-    amap = tma.cached_map(d, a_ptr, "bfloat16", dims=(kk, m), box=(64, 128))
+    amap = cached_map(d, a_ptr, "bfloat16", dims=(kk, m), box=(64, 128))
     grid = persistent_grid(tiles, cluster=2)
     libs = cublas_bf16_nt(d)            # the library to match, on the same device arrays
 
@@ -15,6 +15,7 @@ import numpy as np
 
 from .harness import cdiv
 from . import gpu
+from .tma import cached_map
 
 PAD_THREADS = 256
 PAD_MAX_BLOCKS = 132 * 16          # a grid-stride copy: enough blocks to fill an H100/H200
@@ -43,6 +44,29 @@ def persistent_grid(units: int, cluster: int = 1) -> tuple:
     units (a unit: a tile, or a cluster's tiles)."""
     per = gpu.sm_count() // cluster
     return (cluster * min(units, per), 1, 1)
+
+
+# The kernels of common/cuda/wgmma_gemm_op.cuh (days 46, 47: 8-bit operands): 128 x 256 output
+# tiles, a k-block one 128-byte row (128 values); v1 one block a tile, the others persistent.
+OP_BM, OP_BN, OP_BK = 128, 256, 128
+
+
+def op_maps(d, a_ptr, b_ptr, kk: int, dtype: str, clustered: bool):
+    """Tensor maps of A (box 128 values of K x 128 rows) and B (256 rows, or 128 when a cluster
+    of two fetches half each) for a wgmma_gemm_op kernel."""
+    m, _, n = d.size
+    bn = OP_BN // 2 if clustered else OP_BN
+    return (cached_map(d, a_ptr, dtype, dims=(kk, m), box=(OP_BK, OP_BM)),
+            cached_map(d, b_ptr, dtype, dims=(kk, n), box=(OP_BK, bn)))
+
+
+def op_grid(m: int, n: int, one_buffer: bool, clustered: bool) -> tuple:
+    """one_buffer (v1): a block a tile; else persistent, one block an SM (pairs for a cluster)."""
+    if one_buffer:
+        return (cdiv(n, OP_BN), cdiv(m, OP_BM), 1)
+    if clustered:
+        return persistent_grid(cdiv(cdiv(m, OP_BM), 2) * cdiv(n, OP_BN), cluster=2)
+    return persistent_grid(cdiv(m, OP_BM) * cdiv(n, OP_BN))
 
 
 def cublas_bf16_nt(d) -> dict:

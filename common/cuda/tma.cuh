@@ -115,5 +115,19 @@ __device__ __forceinline__ void prefetch_map(const void *map) {
     asm volatile("prefetch.tensormap [%0];" ::"l"(map) : "memory");
 }
 
+// A tensor map's rows are a multiple of 16 bytes apart. For a [rows, K] matrix whose rows are
+// not, a grid-stride copy into [rows, Kp] (Kp the next such multiple) with zeros after column K
+// (days 45-49 run it before the GEMM when K is ragged; zeros add nothing to the products).
+template <typename T>
+__device__ __forceinline__ void pad_rows(const T *__restrict__ src, T *__restrict__ dst, int rows,
+                                         int K, int Kp) {
+    const size_t total = (size_t)rows * Kp;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const int r = (int)(i / Kp), k = (int)(i % Kp);
+        dst[i] = k < K ? src[(size_t)r * K + k] : static_cast<T>(0.f);
+    }
+}
+
 }  // namespace tma
 }  // namespace cuda100

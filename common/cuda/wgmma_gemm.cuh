@@ -288,6 +288,38 @@ __device__ __forceinline__ void mma_kblock(float (&d)[BN / 2], const bf16 *sA, c
     }
 }
 
+// The producer (one thread): walk the schedule's units and fill the ring. A stage is the
+// it-th k-block overall (it counts on across units), refilled in round r >= 1 only after
+// empty[s]'s phase r - 1; full[s] is armed with the stage's bytes. Tiles are TM x TN; with a
+// cluster of two, each block fetches half of B's box and multicasts it to both. WAIT waits on
+// an mbarrier phase (tma::mbar_wait, or the ping-pong kernel's watchdog).
+template <int TM, int TN, int STAGE_BYTES, int STAGES, int CLUSTER,
+          void (*WAIT)(uint64_t *, uint32_t), class Sched>
+__device__ __forceinline__ void produce(const CUtensorMap *amap, const CUtensorMap *bmap,
+                                        Sched &sched, uint8_t *base, uint64_t *full,
+                                        uint64_t *empty, int rank) {
+    Unit u;
+    int it = 0;                                         // k-blocks loaded so far (all units)
+    while (sched.next(u)) {
+        const int m0 = u.tm * TM, n0 = u.tn * TN;
+        for (int kb = u.kb0; kb < u.kb1; ++kb, ++it) {
+            const int s = it % STAGES, r = it / STAGES;
+            if (r > 0) WAIT(&empty[s], (r - 1) & 1);
+            bf16 *sA = reinterpret_cast<bf16 *>(base + s * STAGE_BYTES);
+            bf16 *sB = sA + TM * BK;
+            tma::mbar_arrive_expect_tx(&full[s], STAGE_BYTES);
+            tma::load_2d(sA, amap, &full[s], kb * BK, m0);
+            if constexpr (CLUSTER > 1) {
+                constexpr int HALF = TN / 2;
+                tma::load_2d_multicast(sB + rank * HALF * BK, bmap, &full[s], kb * BK,
+                                       n0 + rank * HALF, (uint16_t)((1 << CLUSTER) - 1));
+            } else {
+                tma::load_2d(sB, bmap, &full[s], kb * BK, n0);
+            }
+        }
+    }
+}
+
 // The whole kernel body. Sched: a schedule (above); Epi: an epilogue (below, or the day's own).
 // INFLIGHT: wgmma groups a consumer keeps in flight (1: wait for each k-block; 2: release the
 // previous k-block's stage while this one runs). CLUSTER: 1, or 2 blocks along M sharing B by
@@ -317,28 +349,9 @@ __device__ __forceinline__ void run(const CUtensorMap *amap, const CUtensorMap *
 
     if (wg == 0) {
         wgmma::setmaxnreg_dec<PRODUCER_REGS>();
-        if (threadIdx.x == 0) {
-            Unit u;
-            int it = 0;                                 // k-blocks loaded so far (all units)
-            while (sched.next(u)) {
-                const int m0 = u.tm * BM, n0 = u.tn * BN;
-                for (int kb = u.kb0; kb < u.kb1; ++kb, ++it) {
-                    const int s = it % STAGES, r = it / STAGES;
-                    if (r > 0) tma::mbar_wait(&empty[s], (r - 1) & 1);
-                    bf16 *sA = reinterpret_cast<bf16 *>(base + s * T::STAGE_BYTES);
-                    bf16 *sB = sA + BM * BK;
-                    tma::mbar_arrive_expect_tx(&full[s], T::STAGE_BYTES);
-                    tma::load_2d(sA, amap, &full[s], kb * BK, m0);
-                    if constexpr (CLUSTER > 1) {
-                        constexpr int HALF = BN / 2;
-                        tma::load_2d_multicast(sB + rank * HALF * BK, bmap, &full[s], kb * BK,
-                                               n0 + rank * HALF, (uint16_t)((1 << CLUSTER) - 1));
-                    } else {
-                        tma::load_2d(sB, bmap, &full[s], kb * BK, n0);
-                    }
-                }
-            }
-        }
+        if (threadIdx.x == 0)
+            produce<BM, BN, T::STAGE_BYTES, STAGES, CLUSTER, tma::mbar_wait>(amap, bmap, sched, base,
+                                                                             full, empty, rank);
     } else {
         wgmma::setmaxnreg_inc<CONSUMER_REGS>();
         const int c = wg - 1;
@@ -592,18 +605,6 @@ struct StreamKFixup {
     }
 };
 
-// K not a multiple of 8 (rows of A or B no multiple of 16 bytes, which a tensor map cannot
-// describe): copy [rows, K] into [rows, K8] with zero columns first. A grid-stride loop body.
-__device__ __forceinline__ void pad_k(const bf16 *__restrict__ src, bf16 *__restrict__ dst,
-                                      int rows, int K, int K8) {
-    const size_t total = (size_t)rows * K8;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x) {
-        const int r = (int)(i / K8), k = (int)(i % K8);
-        dst[i] = k < K ? src[(size_t)r * K + k] : __float2bfloat16_rn(0.f);
-    }
-}
-
 // =============================================================================================
 // Ping-pong consumers (days 48 v5 and 49 v5)
 //
@@ -758,26 +759,8 @@ __device__ __forceinline__ void run_pingpong(const CUtensorMap *amap, const CUte
         wgmma::setmaxnreg_dec<PRODUCER_REGS>();
         if (threadIdx.x == 0) {
             auto sched = setup.schedule();
-            Unit u;
-            int it = 0;                                 // k-blocks loaded so far (all units)
-            while (sched.next(u)) {
-                const int m0 = u.tm * PM, n0 = u.tn * PN;
-                for (int kb = u.kb0; kb < u.kb1; ++kb, ++it) {
-                    const int s = it % STAGES, r = it / STAGES;
-                    if (r > 0) mbar_wait_watchdog(&empty[s], (r - 1) & 1);
-                    bf16 *sA = reinterpret_cast<bf16 *>(base + s * P::STAGE_BYTES);
-                    bf16 *sB = sA + PM * BK;
-                    tma::mbar_arrive_expect_tx(&full[s], P::STAGE_BYTES);
-                    tma::load_2d(sA, amap, &full[s], kb * BK, m0);
-                    if constexpr (CLUSTER > 1) {
-                        constexpr int HALF = PN / 2;
-                        tma::load_2d_multicast(sB + rank * HALF * BK, bmap, &full[s], kb * BK,
-                                               n0 + rank * HALF, (uint16_t)((1 << CLUSTER) - 1));
-                    } else {
-                        tma::load_2d(sB, bmap, &full[s], kb * BK, n0);
-                    }
-                }
-            }
+            produce<PM, PN, P::STAGE_BYTES, STAGES, CLUSTER, mbar_wait_watchdog>(amap, bmap, sched,
+                                                                                base, full, empty, rank);
         }
     } else {
         wgmma::setmaxnreg_inc<CONSUMER_REGS>();

@@ -320,12 +320,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(WS_THREAD
 // cannot describe. Copy into [rows, K8] with zero columns first (timed with the GEMM).
 extern "C" __global__ void pad_k_v0(const bf16 *__restrict__ src, bf16 *__restrict__ dst,
                                     int rows, int K, int K8) {
-    const size_t total = (size_t)rows * K8;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x) {
-        const int r = (int)(i / K8), k = (int)(i % K8);
-        dst[i] = k < K ? src[(size_t)r * K + k] : __float2bfloat16_rn(0.f);
-    }
+    tma::pad_rows(src, dst, rows, K, K8);
 }
 
 #ifdef DAY45_SWEEP

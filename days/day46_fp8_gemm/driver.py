@@ -15,7 +15,6 @@ from common import args as A
 from common import fp8
 from common import harness as H
 from common import hopper_gemm as G
-from common import tma
 from common.baselines import as_torch, torch_or_none
 
 from . import reference
@@ -52,8 +51,7 @@ TORCH_FAST = "torch._scaled_mm use_fast_accum"
 BAR = [{"sizes": [HEADLINE], "version": "v4", "baseline": TORCH_PROMOTED, "vs_baseline": 0.8},
        {"sizes": [HEADLINE], "version": "v3", "baseline": TORCH_FAST, "vs_baseline": 0.8}]
 
-BK = 128                                   # fp8 values in a 128-byte swizzle row
-BM, BN = 128, 256
+BM, BN, BK = G.OP_BM, G.OP_BN, G.OP_BK    # wgmma_gemm_op.cuh's tile; BK: a 128-byte row
 STAGE_BYTES = (BM + BN) * BK               # 48 KB: one k-block of A and B
 STAGES = 4
 # cluster versions: 36 bytes of spills, all outside the k loop (the producer's 24 registers
@@ -105,30 +103,19 @@ def make_case(size, rng):
 
 # --- launching --------------------------------------------------------------------------------
 
-def _maps(d, clustered, a_ptr, b_ptr, kk):
-    """Tensor maps of A and B: 128 values of K x 128 rows of A; 256 rows of B, 128 when a
-    cluster of two fetches half each."""
-    m, _, n = d.size
-    bn = BN // 2 if clustered else BN
-    return (tma.cached_map(d, a_ptr, "uint8", dims=(kk, m), box=(BK, BM)),
-            tma.cached_map(d, b_ptr, "uint8", dims=(kk, n), box=(BK, bn)))
+def _clustered(name) -> bool:
+    return CANDIDATES.get(name, (name in CLUSTERED,))[0]
 
 
 def grid_of(version, m, n) -> tuple:
-    """v1: one block a tile; the rest persistent, one block an SM (pairs for a cluster)."""
-    if version == "v1":
-        return (H.cdiv(n, BN), H.cdiv(m, BM), 1)
-    if CANDIDATES.get(version, (version in CLUSTERED,))[0]:
-        return G.persistent_grid(H.cdiv(H.cdiv(m, BM), 2) * H.cdiv(n, BN), cluster=2)
-    return G.persistent_grid(H.cdiv(m, BM) * H.cdiv(n, BN))
+    return G.op_grid(m, n, version == "v1", _clustered(version))
 
 
 def launch_kernel(name, d):
     """Pad if needed, then fp8_gemm_<name> (a version or a sweep candidate)."""
     m, k, n = d.size
     a_ptr, b_ptr, kk = G.k_major_operands(d, K("pad_k_u8", "PPiii"), np.uint8, align=16)
-    clustered = CANDIDATES.get(name, (name in CLUSTERED,))[0]
-    amap, bmap = _maps(d, clustered, a_ptr, b_ptr, kk)
+    amap, bmap = G.op_maps(d, a_ptr, b_ptr, kk, "uint8", _clustered(name))
     smem = smem_of(name)
     fn = K(f"fp8_gemm_{name}", "PPPPiii", dynamic_smem=smem)
     fn.prepared_call(grid_of(name, m, n), (256 if name == "v1" else 384, 1, 1), amap, bmap, d.c,

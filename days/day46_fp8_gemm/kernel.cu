@@ -148,10 +148,5 @@ WS_KERNEL(fp8_gemm_v4_c1, Fp8Promoted, 1, 1, 8)
 // cannot describe. Copy into [rows, K16] with zero bytes (fp8 +0) after K (timed with the GEMM).
 extern "C" __global__ void pad_k_u8(const uint8_t *__restrict__ src, uint8_t *__restrict__ dst,
                                     int rows, int K, int K16) {
-    const size_t total = (size_t)rows * K16;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x) {
-        const int r = (int)(i / K16), k = (int)(i % K16);
-        dst[i] = k < K ? src[(size_t)r * K + k] : (uint8_t)0;
-    }
+    tma::pad_rows(src, dst, rows, K, K16);
 }

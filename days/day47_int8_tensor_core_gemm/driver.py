@@ -13,7 +13,6 @@ import numpy as np
 from common import args as A
 from common import harness as H
 from common import hopper_gemm as G
-from common import tma
 from common.baselines import as_torch, torch_or_none
 
 from . import reference
@@ -41,8 +40,7 @@ AWKWARD = (4095, 4099, 4097)            # day 39's: K % 16 == 3 (padded to 4112)
 BENCH_SIZES = [BAR_SIZE, (8192, 8192, 8192), AWKWARD]
 BAR_FACTOR = 2.0                        # CURRICULUM.md: >= 2x day 39
 
-BK = 128                                # int8 values in a 128-byte swizzle row
-BM, BN = 128, 256
+BM, BN, BK = G.OP_BM, G.OP_BN, G.OP_BK    # wgmma_gemm_op.cuh's tile; BK: a 128-byte row
 STAGE_BYTES = (BM + BN) * BK            # 48 KB: one k-block of A and B
 STAGES = 4
 # cluster kernels: 36 bytes of spills outside the k loop (the producer's 24 registers around
@@ -94,30 +92,19 @@ def make_case(size, rng):
 
 # --- launching --------------------------------------------------------------------------------
 
-def _maps(d, clustered, a_ptr, b_ptr, kk):
-    """Tensor maps of A and B: 128 values of K x 128 rows of A; 256 rows of B, 128 when a
-    cluster of two fetches half each."""
-    m, _, n = d.size
-    bn = BN // 2 if clustered else BN
-    return (tma.cached_map(d, a_ptr, "int8", dims=(kk, m), box=(BK, BM)),
-            tma.cached_map(d, b_ptr, "int8", dims=(kk, n), box=(BK, bn)))
+def _clustered(name) -> bool:
+    return CANDIDATES.get(name, (name in CLUSTERED,))[0]
 
 
 def grid_of(version, m, n) -> tuple:
-    """v1: one block a tile; the rest persistent, one block an SM (pairs for a cluster)."""
-    if version == "v1":
-        return (H.cdiv(n, BN), H.cdiv(m, BM), 1)
-    if CANDIDATES.get(version, (version in CLUSTERED,))[0]:
-        return G.persistent_grid(H.cdiv(H.cdiv(m, BM), 2) * H.cdiv(n, BN), cluster=2)
-    return G.persistent_grid(H.cdiv(m, BM) * H.cdiv(n, BN))
+    return G.op_grid(m, n, version == "v1", _clustered(version))
 
 
 def launch_kernel(name, d):
     """Pad if needed, then s8_gemm_<name> (a version or a sweep candidate)."""
     m, k, n = d.size
     a_ptr, b_ptr, kk = G.k_major_operands(d, K("pad_k_s8", "PPiii"), np.int8, align=16)
-    clustered = CANDIDATES.get(name, (name in CLUSTERED,))[0]
-    amap, bmap = _maps(d, clustered, a_ptr, b_ptr, kk)
+    amap, bmap = G.op_maps(d, a_ptr, b_ptr, kk, "int8", _clustered(name))
     smem = smem_of(name)
     fn = K(f"s8_gemm_{name}", "PPPiii", dynamic_smem=smem)
     fn.prepared_call(grid_of(name, m, n), (256 if name == "v1" else 384, 1, 1), amap, bmap, d.c,

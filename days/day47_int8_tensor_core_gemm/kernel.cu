@@ -95,10 +95,5 @@ WS_CLUSTER_KERNEL(s8_gemm_v3_f2_g16, 2, 16)
 // describe. Copy into [rows, K16] with zeros after K (timed with the GEMM; zeros add nothing).
 extern "C" __global__ void pad_k_s8(const int8_t *__restrict__ src, int8_t *__restrict__ dst,
                                     int rows, int K, int K16) {
-    const size_t total = (size_t)rows * K16;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x) {
-        const int r = (int)(i / K16), k = (int)(i % K16);
-        dst[i] = k < K ? src[(size_t)r * K + k] : (int8_t)0;
-    }
+    tma::pad_rows(src, dst, rows, K, K16);
 }

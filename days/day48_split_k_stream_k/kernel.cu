@@ -245,5 +245,5 @@ gemm_v5_c2(V5_ARGS) {
 // the GEMM; a tensor map's rows must be multiples of 16 bytes).
 extern "C" __global__ void pad_k_v0(const bf16 *__restrict__ src, bf16 *__restrict__ dst,
                                     int rows, int K, int K8) {
-    W::pad_k(src, dst, rows, K, K8);
+    tma::pad_rows(src, dst, rows, K, K8);
 }
