@@ -168,14 +168,17 @@ GEMM_EX_MODES = {  # mode -> (A/B type, C type, compute type)
     "tf32": (CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32),
     "bf16": (CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F),      # bf16 in and out, fp32 sums
     "fp16": (CUDA_R_16F, CUDA_R_16F, CUBLAS_COMPUTE_32F),
+    "bf16_f32": (CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F),   # bf16 in, fp32 out and sums
 }
+CUDA_R_8I, CUDA_R_32I, CUBLAS_COMPUTE_32I = 3, 10, 72   # library_types.h, cublas_api.h
 
 
 def gemm_ex(a_ptr, b_ptr, c_ptr, m: int, n: int, k: int, mode: str = "tf32",
             alpha: float = 1.0, beta: float = 0.0, b_transposed: bool = False):
     """Row-major C[m,n] = alpha * A[m,k] @ B[k,n] + beta * C through cublasGemmEx: mode "fp32"
     (CUDA cores), "tf32" (tensor cores, fp32 in/out), "bf16" or "fp16" (16-bit in and out, fp32
-    accumulation; pointers to 2-byte elements). Same column-major trick as sgemm().
+    accumulation; pointers to 2-byte elements), "bf16_f32" (bf16 in, fp32 C). Same column-major
+    trick as sgemm().
     b_transposed: B is stored [n, k] (a Linear layer's weight) and C = A @ B^T."""
     if mode not in GEMM_EX_MODES:
         raise ValueError(f"mode {mode!r}: one of {', '.join(GEMM_EX_MODES)}")
@@ -190,3 +193,17 @@ def gemm_ex(a_ptr, b_ptr, c_ptr, m: int, n: int, k: int, mode: str = "tf32",
                          _ptr(b_ptr), ab, ldb, _ptr(a_ptr), ab, k, ctypes.byref(be),
                          _ptr(c_ptr), ct, n, compute, CUBLAS_GEMM_DEFAULT),
         "cublasGemmEx")
+
+
+def gemm_int8_tn(w_ptr, a_ptr, c_ptr, m: int, n: int, kp: int, ldc: int):
+    """Row-major C[m, n] (row pitch ldc) = A[m, kp] @ W[n, kp]^T, int8 in, int32 out, through
+    cublasGemmEx with CUBLAS_COMPUTE_32I (days 39 and 47). Column-major, that is C^T = W A^T with
+    W's buffer read as a [kp, n] matrix and transposed ("TN", the int8 layout cuBLAS's IMMA
+    kernels take)."""
+    lib, h = cublas()
+    _ok(lib.cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode")
+    al, be = ctypes.c_int32(1), ctypes.c_int32(0)
+    _ok(lib.cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, m, kp, ctypes.byref(al),
+                         _ptr(w_ptr), CUDA_R_8I, kp, _ptr(a_ptr), CUDA_R_8I, kp, ctypes.byref(be),
+                         _ptr(c_ptr), CUDA_R_32I, ldc, CUBLAS_COMPUTE_32I, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmEx (int8)")

@@ -1,6 +1,6 @@
 """bfloat16 on the host, where numpy has no such dtype: values live as their 16-bit patterns in
-uint16 arrays (what the GPU reads as __nv_bfloat16), and these helpers convert (taught on day
-41, wmma_hgemm; every later bf16 day imports them instead of writing its own).
+uint16 arrays (what the GPU reads as __nv_bfloat16), and these helpers convert (day 25 first
+rounds to bf16 for cuBLAS; day 41, wmma_hgemm, explains it; every bf16 day imports them).
 
 A bfloat16 is the top half of a float32: 1 sign bit, the same 8 exponent bits, 7 mantissa bits.
 So widening is exact (put the 16 bits on top, zeros below) and narrowing is rounding away the

@@ -3,6 +3,8 @@ tutorial uses: how cuBLAS's column-major call computes a row-major product, the 
 grouped blocks visit the tiles, and how much of C a wave of blocks covers."""
 import numpy as np
 
+from common import bf16
+
 from days.day07_naive_matmul.reference import flops, matmul  # noqa: F401  (same problem as day 7)
 
 
@@ -40,13 +42,6 @@ def wave_efficiency(m: int, n: int, bm: int, bn: int, slots: int) -> float:
     return tiles / (waves * slots)
 
 
-def bf16_round(x: np.ndarray) -> np.ndarray:
-    """float32 -> the nearest bfloat16 (ties to even), returned as float32: the top 16 bits."""
-    u = np.ascontiguousarray(x, np.float32).view(np.uint32).astype(np.uint64)
-    u = (u + 0x7FFF + ((u >> 16) & 1)) >> 16 << 16
-    return (u & 0xFFFFFFFF).astype(np.uint32).view(np.float32)
-
-
-def bf16_bits_to_float(bits: np.ndarray) -> np.ndarray:
-    """uint16 bfloat16 bit patterns -> float32."""
-    return (np.asarray(bits, np.uint16).astype(np.uint32) << 16).view(np.float32)
+# the bf16 of the cuBLAS gemm_ex rows, on the host: common/bf16.py (round to nearest even)
+bf16_round = bf16.round               # float -> the nearest bfloat16, as float32
+bf16_bits_to_float = bf16.from_bits   # uint16 bit patterns -> float32

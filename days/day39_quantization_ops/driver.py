@@ -9,12 +9,11 @@
 A size is MxKxN (day 8's order). Every version's time includes packing B into 32-bit words of
 4 k (and padding A's rows when K % 16 != 0): kernel.cu's header says why.
 """
-import ctypes
-
 import numpy as np
 
 from common import args as A
 from common import harness as H
+from common.baselines import gemm_int8_tn
 
 from . import reference
 
@@ -172,7 +171,6 @@ def linear_launch(d, per_channel: bool):
 
 # --- baselines: cuBLAS int8 (tensor cores), cuBLAS SGEMM and day 8's best in fp32 -------------
 
-CUDA_R_8I, CUDA_R_32I, CUBLAS_COMPUTE_32I = 3, 10, 72   # library_types.h, cublas_api.h
 FP32_CUBLAS = "cuBLAS sgemm fp32"
 
 
@@ -180,22 +178,6 @@ def day08_name() -> str:
     from days.day08_tiled_matmul import driver as day08
 
     return f"day 8 {day08.BEST} fp32"
-
-
-def cublas_int8(wt_ptr, a_ptr, c_ptr, m: int, n: int, kp: int, ldc: int):
-    """Row-major C[m, n] (row pitch ldc) = A[m, kp] @ W[n, kp]^T, int8 in, int32 out, through
-    cublasGemmEx with CUBLAS_COMPUTE_32I. Column-major, that is C^T = W A^T with W's buffer read
-    as a [kp, n] matrix and transposed ("TN", the int8 layout cuBLAS's IMMA kernels take)."""
-    from common.baselines import CUBLAS_DEFAULT_MATH, CUBLAS_GEMM_DEFAULT, CUBLAS_OP_N, CUBLAS_OP_T
-    from common.baselines import _ok, _ptr, cublas
-
-    lib, h = cublas()
-    _ok(lib.cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode")
-    al, be = ctypes.c_int32(1), ctypes.c_int32(0)
-    _ok(lib.cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, m, kp, ctypes.byref(al),
-                         _ptr(wt_ptr), CUDA_R_8I, kp, _ptr(a_ptr), CUDA_R_8I, kp, ctypes.byref(be),
-                         _ptr(c_ptr), CUDA_R_32I, ldc, CUBLAS_COMPUTE_32I, CUBLAS_GEMM_DEFAULT),
-        "cublasGemmEx (int8)")
 
 
 class _Columns:
@@ -241,7 +223,7 @@ def baselines(d):
                    c=gpuarray.empty((m, np_), np.int32))
 
     def int8_gemm():
-        cublas_int8(dev["wt"].gpudata, dev["a"].gpudata, dev["c"].gpudata, m, n, kp, np_)
+        gemm_int8_tn(dev["wt"].gpudata, dev["a"].gpudata, dev["c"].gpudata, m, n, kp, np_)
         return _Columns(dev["c"], n)
 
     f = fp32_case(d)

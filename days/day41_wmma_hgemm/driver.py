@@ -8,13 +8,12 @@ A size is MxKxN: C[M, N] = A[M, K] @ B[K, N]. The problem (make_case), the shape
 (operands: zero-padded copies when rows are not 16-byte aligned), the checks and the cuBLAS
 baselines are shared with days 42 and 43, which import them from here.
 """
-import ctypes
-
 import numpy as np
 
 from common import args as A
 from common import bf16
 from common import harness as H
+from common.baselines import gemm_ex
 
 from . import reference
 
@@ -152,31 +151,6 @@ def launch(version, d):
     launch_kernel(f"hgemm_wmma_{version}", d)
 
 
-# --- cuBLAS: bf16 in, fp32 accumulation, fp32 or bf16 out -------------------------------------------
-
-def cublas_bf16(a_ptr, b_ptr, c_ptr, m, n, k, out="fp32", lda=None, ldb=None):
-    """Row-major C[m, n] = A[m, k] @ B[k, n] through cublasGemmEx with bf16 A and B and fp32
-    accumulation (CUBLAS_COMPUTE_32F); C is fp32 (out="fp32", what the kernels write) or bf16.
-    common.baselines.gemm_ex has no bf16-in/fp32-out mode, hence this call. Column-major trick:
-    cuBLAS computes C^T = B^T A^T on the same buffers."""
-    from common.baselines import (CUBLAS_COMPUTE_32F, CUBLAS_DEFAULT_MATH, CUBLAS_GEMM_DEFAULT,
-                                  CUBLAS_OP_N, CUDA_R_16BF, CUDA_R_32F, cublas)
-
-    lib, h = cublas()
-    ct = CUDA_R_32F if out == "fp32" else CUDA_R_16BF
-    lda = k if lda is None else lda
-    ldb = n if ldb is None else ldb
-    p = lambda x: ctypes.c_void_p(int(x))   # noqa: E731
-    al, be = ctypes.c_float(1.0), ctypes.c_float(0.0)
-    for status, what in ((lib.cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode"),
-                         (lib.cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, ctypes.byref(al),
-                                           p(b_ptr), CUDA_R_16BF, ldb, p(a_ptr), CUDA_R_16BF, lda,
-                                           ctypes.byref(be), p(c_ptr), ct, n, CUBLAS_COMPUTE_32F,
-                                           CUBLAS_GEMM_DEFAULT), "cublasGemmEx")):
-        if status != 0:
-            raise RuntimeError(f"{what} failed with cuBLAS status {status}")
-
-
 def baselines(d):
     """cuBLAS on the same device buffers: bf16 in with fp32 C (the same output as the kernels,
     checked against the reference) and with bf16 C (what common.baselines.gemm_ex("bf16") and
@@ -187,11 +161,11 @@ def baselines(d):
     c16 = d.scratch("c_bf16", (m, n), np.uint16)
 
     def f32():
-        cublas_bf16(d.a, d.b, d.c, m, n, k, out="fp32")
+        gemm_ex(d.a, d.b, d.c, m, n, k, mode="bf16_f32")
         return out
 
     def b16():
-        cublas_bf16(d.a, d.b, c16, m, n, k, out="bf16")
+        gemm_ex(d.a, d.b, c16, m, n, k, mode="bf16")
 
     return {CUBLAS_F32: f32, CUBLAS_BF16: b16}
 

@@ -136,7 +136,7 @@ def baselines(d):
     torch allows it (M > 16, K and N multiples of 8)."""
     from pycuda import gpuarray
 
-    from days.day39_quantization_ops.driver import cublas_int8
+    from common.baselines import gemm_int8_tn
 
     m, k, n = d.size
     dev = d.__dict__.setdefault("_cublas_int8", {})
@@ -155,7 +155,7 @@ def baselines(d):
                        c=gpuarray.empty((m, ldc), np.int32))
 
     def cublas():
-        cublas_int8(dev["b"].gpudata, dev["a"].gpudata, dev["c"].gpudata, m, n, kp, ldc)
+        gemm_int8_tn(dev["b"].gpudata, dev["a"].gpudata, dev["c"].gpudata, m, n, kp, ldc)
         return _Columns(dev["c"], n)
 
     fns = {CUBLAS: cublas}
