@@ -359,27 +359,14 @@ def test_sizes_refused_in_words():
         driver.validate_size((2 ** 31, 8, 1))
 
 
-@pytest.mark.parametrize("a,b,exc,msg", [
-    (np.zeros((3, 4)), np.zeros((5, 3)), ValueError, "same K"),
-    (np.zeros(4), np.zeros((5, 4)), ValueError, "2-D"),
-    (np.zeros((3, 4), complex), np.zeros((5, 4)), TypeError, "real"),
-    ("x", np.zeros((5, 4)), TypeError, "string"),
-    (np.zeros((3, 4)), None, TypeError, "None"),
-])
-def test_matmul_bad_input(a, b, exc, msg):
-    with pytest.raises(exc, match=msg):
-        driver.matmul(a, b)
-
-
-def test_matmul_unknown_version():
+def test_matmul_checks_its_input():
+    # the same public function as day 45's (common.hopper_gemm.bf16_nt_matmul, whose every bad
+    # input day 45's tests cover); here that day 48 routes through it, with its own versions
+    with pytest.raises(ValueError, match="same K"):
+        driver.matmul(np.zeros((3, 4)), np.zeros((5, 3)))
     with pytest.raises(ValueError, match="v1, v2"):
         driver.matmul(np.zeros((2, 8)), np.zeros((2, 8)), version="v9")
-
-
-def test_matmul_empty_needs_no_gpu():
     assert driver.matmul(np.zeros((0, 8)), np.zeros((3, 8))).shape == (0, 3)
-    out = driver.matmul(np.ones((2, 0)), np.ones((3, 0)))
-    assert out.shape == (2, 3) and not out.any()
 
 
 # --- GPU ----------------------------------------------------------------------------------------
