@@ -9,6 +9,9 @@ For every day with a GPU run it writes, into the day's folder:
     bandwidth.png  memory-bound days timed at several sizes: GB/s at each size (ordered by the
                    bytes moved), one line per version and per library, the ceiling and the
                    same-bytes ceiling
+    <day figures>  a driver may draw figures of its own from what its extras recorded:
+                   FIGURES = {"timeline.png": ("timeline", draw_timeline)} draws
+                   draw_timeline(rec, path, plt) -> bool when rec["extra"] has "timeline"
 matplotlib is optional: without it the plots are skipped with a note and nothing else changes.
 """
 from __future__ import annotations
@@ -153,6 +156,13 @@ def bandwidth(rec, path, plt):
     return True
 
 
+def day_figures(rec, drv) -> dict:
+    """The driver's own figures whose data the results hold: file name -> draw function."""
+    figs = getattr(drv, "FIGURES", None) or {}
+    extra = rec.get("extra") or {}
+    return {name: draw for name, (key, draw) in figs.items() if key in extra}
+
+
 def figures_for(number: int) -> list[str]:
     """The file names `make plots` writes for a day with its current results."""
     rec = load_all().get(number)
@@ -162,6 +172,13 @@ def figures_for(number: int) -> list[str]:
     mem = [c for c in _timed_cases(rec) if not c.get("flops") and c.get("bytes")]
     if len(mem) >= 2:
         out.append("bandwidth.png")
+    from .harness import load_driver
+
+    try:
+        drv = load_driver(number)
+    except Exception:
+        drv = None
+    out += list(day_figures(rec, drv))
     return out
 
 
@@ -190,6 +207,9 @@ def main(argv=None) -> int:
             made.append("ladder.png")
         if bandwidth(rec, folder / "bandwidth.png", plt):
             made.append("bandwidth.png")
+        for name, draw in day_figures(rec, drv).items():
+            if draw(rec, folder / name, plt):
+                made.append(name)
         print(f"day {n}: wrote {', '.join(made) or 'nothing'} in days/{folder.name}/")
     return 0
 
