@@ -19,8 +19,7 @@
 // curand(&state) returns exactly stream_word(seed, subsequence, offset + k) for k = 0, 1, ...
 // and curand4 returns the whole block.
 //
-// What matches cuRAND and what does not (day 58 must add the second list to reproduce
-// curand_uniform / curand_normal bit for bit):
+// What matches cuRAND's DEVICE API (curand_init + curand / curand_normal) and what does not:
 //   matches: the block function, the key and counter layout, the word order within a block,
 //            the pairing of words for Box-Muller (words 2m, 2m+1 give normals 2m, 2m+1), and
 //            the sine first, cosine second order of a pair.
@@ -32,6 +31,12 @@
 //            sqrtf(-2 logf(u)); day 33 takes sincospif(2u) and the accurate logf; (4) cuRAND
 //            caches the second normal of a pair in its state (boxmuller_flag), which only
 //            matters for mixing curand_normal with other draws on one state.
+//
+// cuRAND's HOST API (curandCreateGenerator(CURAND_RNG_PSEUDO_PHILOX4_32_10), curandGenerate*,
+// day 58) lays the SAME blocks out differently: 65536 states side by side, so output chunk j
+// (words 4j .. 4j+3, counting the generator offset) is block j / 65536 of subsequence
+// j % 65536 (curand_counter below); uniform_curand and box_muller_curand reproduce
+// curandGenerateUniform and curandGenerateNormal(0, 1) bit for bit (day 58 checks them live).
 #pragma once
 
 #include <cstdint>
@@ -136,6 +141,48 @@ template <bool FAST = false>
 __device__ __forceinline__ float4 normal4_at(unsigned long long block, unsigned long long sub,
                                              uint2 key) {
     return normal4<FAST>(philox4x32_10(counter_of(block, sub), key));
+}
+
+// --- cuRAND's host-API stream (day 58) --------------------------------------------------------
+//
+// curandGenerate* with CURAND_RNG_PSEUDO_PHILOX4_32_10 (orderings default, BEST and DEFAULT):
+// word g of the output stream (g = generator offset + element index) is word g % 4 of the block
+// of chunk j = g / 4, whose counter is (block j >> 16, subsequence j & 0xFFFF) under the key of
+// the seed. (CURAND_ORDERING_PSEUDO_DYNAMIC uses a device-dependent number of subsequences.)
+constexpr int CURAND_LANES_LOG2 = 16;
+
+__device__ __forceinline__ uint4 curand_counter(unsigned long long chunk) {
+    return counter_of(chunk >> CURAND_LANES_LOG2, chunk & ((1ull << CURAND_LANES_LOG2) - 1));
+}
+
+// the four words of chunk j of cuRAND's stream for `key`
+__device__ __forceinline__ uint4 curand_block(unsigned long long chunk, uint2 key) {
+    return philox4x32_10(curand_counter(chunk), key);
+}
+
+// curandGenerateNormal's Box-Muller on words (a, b), bit for bit: u = a 2^-32 + 2^-33 (as
+// uniform_curand), v = fma(b, c, c / 2) with c = float(2 pi) 2^-32 (0x1.921fb6p-30, exact in
+// float: cuRAND's CURAND_2POW32_INV_2PI), r = sqrtf(-2 logf(u)) (IEEE sqrt, the accurate logf),
+// (sin v, cos v) from __sincosf; returns (r sin v, r cos v). u may be 1.0f (r = 0: z = +-0).
+__device__ __forceinline__ float2 box_muller_curand(uint32_t a, uint32_t b) {
+    const float u = uniform_curand(a);
+    const float v = __fmaf_rn((float)b, 0x1.921fb6p-30f, 0x1.921fb6p-31f);
+    float s, c;
+    __sincosf(v, &s, &c);
+    const float r = sqrtf(-2.0f * logf(u));
+    return make_float2(s * r, c * r);
+}
+
+// Four normals of one block, curandGenerateNormal's order: (x, y) -> 0, 1 and (z, w) -> 2, 3.
+__device__ __forceinline__ float4 normal4_curand(uint4 w) {
+    const float2 p = box_muller_curand(w.x, w.y), q = box_muller_curand(w.z, w.w);
+    return make_float4(p.x, p.y, q.x, q.y);
+}
+
+// Bernoulli from a word with an integer threshold t = round(p 2^32) in [0, 2^32]: P(w < t) = t
+// 2^-32 exactly (no rounding of a float u near 1; p = 1 is t = 2^32, every word passes).
+__device__ __forceinline__ bool bernoulli_word(uint32_t w, unsigned long long t) {
+    return (unsigned long long)w < t;
 }
 
 }  // namespace philox
