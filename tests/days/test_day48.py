@@ -3,6 +3,7 @@ import pytest
 
 from common import bf16
 from common import gpu
+from common.gpu import sm_count
 from days.day48_split_k_stream_k import driver, reference
 
 
@@ -385,13 +386,13 @@ _SMOKE_CHILD = """
 import json, sys
 import numpy as np
 from common import harness as H
-from common.gpu import driver as cuda
+from common.gpu import driver as cuda, sm_count
 from days.day48_split_k_stream_k import driver, reference
 out = []
 for size, kw in json.loads(sys.argv[1]):
     case = driver.make_case(tuple(size), np.random.default_rng(1))
     d = H.DeviceCase(case)
-    plan = driver.plan_for("v5", tuple(size), gpu.sm_count(), **kw)
+    plan = driver.plan_for("v5", tuple(size), sm_count(), **kw)
     d.poison_outputs()
     driver.run_plan(d, plan)
     cuda().Context.synchronize()
@@ -432,7 +433,7 @@ def test_v5_gives_the_same_bits_as_its_twin(gpu, kw, other):
     same bits; clusters only change who loads B: the same bits as v5 without them."""
     size = (1100, 2056, 600)
     _, d = _device_case(size, 8)
-    sms = gpu.sm_count()
+    sms = sm_count()
     a = _run(d, driver.plan_for("v5", size, sms, **kw))
     b = _run(d, driver.plan_for(other[0], size, sms, **other[1]))
     np.testing.assert_array_equal(a, b)
@@ -470,7 +471,7 @@ def test_fixups_are_deterministic(gpu, version, size):
     order (v3, v5: slice order; v4: owner, then blocks in order), whichever block finishes
     first."""
     case, d = _device_case(size, 5)
-    plan = driver.plan_for(version, size, gpu.sm_count())
+    plan = driver.plan_for(version, size, sm_count())
     assert plan["version"] == version                  # the size really splits
     first = _run(d, plan)
     for _ in range(3):
@@ -490,7 +491,7 @@ def test_fixups_are_deterministic(gpu, version, size):
 @pytest.mark.parametrize("size", [(1100, 2056, 600), (2304, 136, 3840)])
 def test_sweep_candidates_are_correct(gpu, version, kw, size):
     case, d = _device_case(size, 6)
-    plan = driver.plan_for(version, size, gpu.sm_count(), **kw)
+    plan = driver.plan_for(version, size, sm_count(), **kw)
     got = reference.bf16_to_float(_run(d, plan)).astype(np.float64)
     want = case.expected()["c"]
     assert np.isfinite(got).all()
@@ -503,7 +504,7 @@ def test_counters_and_flags_reset_themselves(gpu):
     size = (640, 8192, 1000)
     _, d = _device_case(size, 7)
     for version in ("v3", "v4", "v5"):
-        plan = driver.plan_for(version, size, gpu.sm_count())
+        plan = driver.plan_for(version, size, sm_count())
         assert plan["version"] == version and plan.get("slices", 2) > 1
         _run(d, plan)
         _run(d, plan)

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from common import bf16
-from common import gpu
+from common.gpu import sm_count
 from days.day49_gemm_epilogue_fusion import driver, reference
 
 K0, K1 = np.sqrt(2 / np.pi), 0.044715
@@ -210,7 +210,7 @@ def _outputs(d, layers):
 
     d.poison_outputs()
     for layer, kernel, kw in layers:
-        driver.run_layer(d, layer, kernel, gpu.sm_count(), **kw)
+        driver.run_layer(d, layer, kernel, sm_count(), **kw)
     cuda().Context.synchronize()
     return d.array("h").get(), d.array("y").get()
 
@@ -269,10 +269,10 @@ _SMOKE_CHILD = """
 import json, sys
 import numpy as np
 from common import bf16, harness as H
-from common.gpu import driver as cuda
+from common.gpu import driver as cuda, sm_count
 from days.day49_gemm_epilogue_fusion import driver, reference
 sizes, pairs = json.loads(sys.argv[1]), json.loads(sys.argv[2])
-sms = gpu.sm_count()
+sms = sm_count()
 for size in sizes:
     case = driver.make_case(tuple(size), np.random.default_rng(2))
     ref = case.expected()
