@@ -79,17 +79,32 @@ def kernels_launched(fn) -> list[tuple[str, float]]:
 
 # --- cuBLAS ---------------------------------------------------------------------------------
 
-def _cublas_candidates():
+def toolkit_library_candidates(name: str):
+    """Where a CUDA toolkit library (name = "cublas", "curand", ...) may be, in the order tried:
+    CUDA_ROOT / CUDA_PATH / CUDA_HOME, /usr/local/cuda, the loader path, NVIDIA's pip wheel."""
+    so = f"lib{name}.so"
     for env in ("CUDA_ROOT", "CUDA_PATH", "CUDA_HOME"):
         root = os.environ.get(env)
         if root:
-            yield from sorted(glob.glob(os.path.join(root, "lib64", "libcublas.so*")))
-            yield from sorted(glob.glob(os.path.join(root, "lib", "libcublas.so*")))
-    yield from sorted(glob.glob("/usr/local/cuda/lib64/libcublas.so*"))
-    yield "libcublas.so"  # the loader path
-    for p in sys.path:  # the nvidia-cublas wheel
-        yield from sorted(glob.glob(os.path.join(p, "nvidia", "cublas", "lib", "libcublas.so*")))
-        yield from sorted(glob.glob(os.path.join(p, "nvidia", "cu1*", "lib", "libcublas.so*")))
+            yield from sorted(glob.glob(os.path.join(root, "lib64", so + "*")))
+            yield from sorted(glob.glob(os.path.join(root, "lib", so + "*")))
+    yield from sorted(glob.glob(f"/usr/local/cuda/lib64/{so}*"))
+    yield so  # the loader path
+    for p in sys.path:  # the nvidia-<name> wheel
+        yield from sorted(glob.glob(os.path.join(p, "nvidia", name, "lib", so + "*")))
+        yield from sorted(glob.glob(os.path.join(p, "nvidia", "cu1*", "lib", so + "*")))
+
+
+def load_toolkit_library(name: str):
+    """(the loaded library, "") or (None, why not), trying toolkit_library_candidates(name)."""
+    errors = []
+    for cand in toolkit_library_candidates(name):
+        try:
+            return ctypes.CDLL(cand), ""
+        except OSError as e:
+            errors.append(str(e))
+    return None, (f"lib{name} not found (set CUDA_ROOT to the CUDA toolkit, or install the "
+                  f"nvidia-{name} wheel): " + "; ".join(errors[-2:]))
 
 
 @functools.lru_cache(maxsize=None)
@@ -98,15 +113,9 @@ def cublas():
     from .gpu import context
 
     context()
-    errors = []
-    for cand in _cublas_candidates():
-        try:
-            lib = ctypes.CDLL(cand)
-            break
-        except OSError as e:
-            errors.append(str(e))
-    else:
-        raise OSError("libcublas not found (set CUDA_ROOT): " + "; ".join(errors[-2:]))
+    lib, why = load_toolkit_library("cublas")
+    if lib is None:
+        raise OSError(why)
     handle = ctypes.c_void_p()
     _ok(lib.cublasCreate_v2(ctypes.byref(handle)), "cublasCreate")
     return lib, handle

@@ -74,6 +74,16 @@ _SIGNATURES = {
 }
 
 
+def declare(lib, signatures: dict):
+    """Declare driver functions' argument types on lib (every driver call returns a CUresult);
+    common/launch.py and common/mempool.py add theirs to the same library object this way."""
+    for name, argtypes in signatures.items():
+        fn = getattr(lib, name)
+        fn.argtypes = argtypes
+        fn.restype = ctypes.c_int
+    return lib
+
+
 @functools.lru_cache(maxsize=None)
 def libcuda():
     """The CUDA driver library with the signatures this module uses declared."""
@@ -81,11 +91,7 @@ def libcuda():
         lib = ctypes.CDLL("libcuda.so.1")
     except OSError as e:
         raise OSError(f"the CUDA driver library libcuda.so.1 does not load: {e}") from None
-    for name, argtypes in _SIGNATURES.items():
-        fn = getattr(lib, name)
-        fn.argtypes = argtypes
-        fn.restype = ctypes.c_int
-    return lib
+    return declare(lib, _SIGNATURES)
 
 
 def check(code: int, call: str, lib=None):

@@ -26,7 +26,7 @@ import ctypes
 import functools
 from pathlib import Path
 
-from .graphs import check, stream_handle
+from .graphs import check, declare, libcuda as graphs_libcuda, stream_handle
 
 _VP = ctypes.c_void_p
 
@@ -80,15 +80,8 @@ _CTYPES = {"P": _VP, "i": ctypes.c_int, "I": ctypes.c_uint, "q": ctypes.c_longlo
 
 @functools.lru_cache(maxsize=None)
 def libcuda():
-    try:
-        lib = ctypes.CDLL("libcuda.so.1")
-    except OSError as e:
-        raise OSError(f"the CUDA driver library libcuda.so.1 does not load: {e}") from None
-    for name, argtypes in _SIGNATURES.items():
-        fn = getattr(lib, name)
-        fn.argtypes = argtypes
-        fn.restype = ctypes.c_int
-    return lib
+    """common/graphs.py's driver library with this module's calls declared too."""
+    return declare(graphs_libcuda(), _SIGNATURES)
 
 
 def _dim3(d) -> tuple[int, int, int]:

@@ -65,7 +65,7 @@ import ctypes
 import operator
 import time
 
-from .graphs import CudaDriverError, check, libcuda, stream_handle
+from .graphs import CudaDriverError, check, declare, libcuda, stream_handle
 
 ROUND = 512                  # every block is a multiple of this (and aligned to it)
 SMALL_LIMIT = 1 << 20        # requests up to 1 MiB are small
@@ -115,10 +115,7 @@ def driver_lib(lib=None):
     """libcuda with the memory and event calls this module uses declared (once)."""
     lib = lib or libcuda()
     if id(lib) not in _declared:
-        for name, argtypes in _MEM_SIGNATURES.items():
-            fn = getattr(lib, name)
-            fn.argtypes = argtypes
-            fn.restype = ctypes.c_int
+        declare(lib, _MEM_SIGNATURES)
         _declared.add(id(lib))
     return lib
 

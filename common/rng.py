@@ -39,10 +39,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import glob
 import math
-import os
-import sys
 
 import numpy as np
 
@@ -289,29 +286,11 @@ PHILOX4_32_10 = 161                  # curandRngType_t CURAND_RNG_PSEUDO_PHILOX4
 ORDERINGS = {"best": 100, "default": 101, "seeded": 102, "legacy": 103, "dynamic": 104}
 
 
-def _curand_candidates():
-    for env in ("CUDA_ROOT", "CUDA_PATH", "CUDA_HOME"):
-        root = os.environ.get(env)
-        if root:
-            yield from sorted(glob.glob(os.path.join(root, "lib64", "libcurand.so*")))
-            yield from sorted(glob.glob(os.path.join(root, "lib", "libcurand.so*")))
-    yield from sorted(glob.glob("/usr/local/cuda/lib64/libcurand.so*"))
-    yield "libcurand.so"                                    # the loader path
-    for p in sys.path:                                       # the nvidia-curand wheel
-        yield from sorted(glob.glob(os.path.join(p, "nvidia", "curand", "lib", "libcurand.so*")))
-        yield from sorted(glob.glob(os.path.join(p, "nvidia", "cu1*", "lib", "libcurand.so*")))
-
-
 @functools.lru_cache(maxsize=None)
 def _curand_or_error():
-    errors = []
-    for cand in _curand_candidates():
-        try:
-            return ctypes.CDLL(cand), ""
-        except OSError as e:
-            errors.append(str(e))
-    return None, ("libcurand not found (set CUDA_ROOT to the CUDA toolkit, or install the "
-                  "nvidia-curand wheel): " + "; ".join(errors[-2:]))
+    from .baselines import load_toolkit_library
+
+    return load_toolkit_library("curand")
 
 
 def curand_status() -> tuple[bool, str]:
