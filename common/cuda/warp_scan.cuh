@@ -29,18 +29,19 @@ __device__ __forceinline__ int warp_inclusive_scan(int v) {
     return v;
 }
 
-// Inclusive prefix sum over the block (blockDim.x a multiple of 32, at most 1024). `scratch`
-// holds 32 floats of shared memory. Each warp scans its lanes; the warps' totals go to
-// scratch, warp 0 scans them, and every thread adds the total of the warps before its own.
+// Inclusive prefix sum over the block (blockDim.x a multiple of 32, at most 1024), of floats or
+// ints. `scratch` holds 32 values of shared memory. Each warp scans its lanes; the warps' totals
+// go to scratch, warp 0 scans them, and every thread adds the total of the warps before its own.
 // Safe to call twice in a row (the leading barrier protects scratch).
-__device__ __forceinline__ float block_inclusive_scan(float v, float* scratch) {
+template <typename T>
+__device__ __forceinline__ T block_inclusive_scan(T v, T* scratch) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
     v = warp_inclusive_scan(v);
     __syncthreads();
     if (lane == 31) scratch[warp] = v;
     __syncthreads();
     if (warp == 0) {
-        float t = lane < warps ? scratch[lane] : 0.f;
+        T t = lane < warps ? scratch[lane] : T(0);
         t = warp_inclusive_scan(t);
         if (lane < warps) scratch[lane] = t;
     }

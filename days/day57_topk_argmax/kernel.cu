@@ -49,6 +49,7 @@
 #include "warp_scan.cuh"
 
 namespace cg = cooperative_groups;
+using cuda100::block_inclusive_scan;
 using cuda100::warp_inclusive_scan;
 
 // --- the order --------------------------------------------------------------------------------
@@ -89,22 +90,6 @@ __device__ __forceinline__ uint64_t block_max_u64(uint64_t v, uint64_t* scratch)
     __syncthreads();
     v = lane < warps ? scratch[lane] : 0ull;
     return warp_max_u64(v);
-}
-
-// Inclusive prefix sum of ints over the block (blockDim.x a multiple of 32); scratch: 32 ints.
-__device__ __forceinline__ int block_scan_int(int v, int* scratch) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    v = warp_inclusive_scan(v);
-    __syncthreads();
-    if (lane == 31) scratch[warp] = v;
-    __syncthreads();
-    if (warp == 0) {
-        int t = lane < warps ? scratch[lane] : 0;
-        t = warp_inclusive_scan(t);
-        if (lane < warps) scratch[lane] = t;
-    }
-    __syncthreads();
-    return warp > 0 ? v + scratch[warp - 1] : v;
 }
 
 // --- walking a row with 16-byte loads -----------------------------------------------------------
@@ -325,7 +310,7 @@ __device__ __forceinline__ void find_bin(const uint32_t* hist, int kk, Pick* out
 #pragma unroll
         for (int j = 1; j <= BPT; ++j) s += (int)hist[hi - j];
     }
-    const int incl = block_scan_int(s, scratch);
+    const int incl = block_inclusive_scan(s, scratch);
     const int excl = incl - s;
     if (hi > 0 && excl < kk && kk <= incl) {             // exactly one thread: s > 0 here
         int cnt = excl;
