@@ -84,7 +84,7 @@ def judge(bar: list[dict], rec: dict | None, exclude=()) -> tuple[bool | None, s
                 other, factor = clause["over"]
                 o = next((r for r in c["rows"] if r["version"] == other and "median_ms" in r), None)
                 v = o["median_ms"] / row["median_ms"] if o else None
-                _track(worst, "over", v, factor, s, "{:.1f}x " + other)
+                _track(worst, "over", v, factor, s, "{:.2f}x " + other)
         for key, (v, want, s, fmt) in worst.items():
             if v is None:
                 ok_all = False

@@ -9,6 +9,7 @@ Three ways to get temporary device memory, all on pycuda's (primary) context:
     fn.prepared_async_call(grid, block, stream, buf, ...)   # pass it wherever a pointer goes
     pool.free(buf)                          # stream-ordered: reusable at once on `stream`
     y = gpuarray.GPUArray((n,), np.float32, allocator=pool)  # pycuda arrays from the pool
+                                            # (allocator=pool allocates on the default stream)
     print(pool.stats())                     # in use, reserved, peak, fragmentation, hits...
     pool.empty_cache()                      # give unused segments back to the driver
 
@@ -19,8 +20,9 @@ Three ways to get temporary device memory, all on pycuda's (primary) context:
 
 CachingAllocator, the design (PyTorch's CUDA caching allocator is the model; this one is written
 for reading, in Python):
-- Size classes. A request is rounded up to a multiple of 512 bytes (so every block is 512-byte
-  aligned: 16-byte vector loads are always legal). Requests up to 1 MiB are SMALL and are carved
+- Size classes. A request is rounded up to a multiple of 512 bytes, so every block starts a
+  multiple of 512 bytes into a cuMemAlloc segment (and segments are at least 256-byte
+  aligned): 16-byte vector loads are always legal. Requests up to 1 MiB are SMALL and are carved
   out of 2 MiB segments; LARGER ones get segments rounded up to 2 MiB granules. A small request
   never takes memory from a large segment and the reverse, so the many small temporaries do not
   chop up the large free blocks.
@@ -36,23 +38,30 @@ for reading, in Python):
   a block freed before a second stream appeared gets its event recorded when T first asks for it,
   which is later in S's order and so just as safe.
 - Best fit: the smallest free block that holds the request (the lowest address among equals).
-- Misses allocate a new segment with cuMemAlloc. When that fails for lack of memory, the cache is
-  emptied (after a synchronize) and the allocation is tried once more.
+- Misses. A request no free block of its own stream can serve first tries the other streams'
+  free blocks (the event rule above); only then does it allocate a new segment with cuMemAlloc
+  (a miss). When that fails for lack of memory, the cache is emptied (after a synchronize) and
+  the allocation is tried once more; if it fails again, MemoryError.
 - empty_cache() synchronizes the context and frees every segment with nothing allocated in it.
 
 Rules for callers: free a block on the stream whose work last touches it (free(block, stream));
 if kernels on several streams use it, synchronize them first (or free on the last one after
 making it wait for the others). A Block that is garbage-collected without free() (for instance
-inside a GPUArray made with allocator=pool) is freed on the stream it was allocated on. Taking
-int(block) and dropping the block gives up ownership as with pycuda's DeviceAllocation: the
-memory goes back to the pool. Not thread-safe: one allocator per thread.
+inside a GPUArray made with allocator=pool) is freed on the stream it was allocated on. The
+Block owns the memory, as pycuda's DeviceAllocation does: keeping only int(block) and dropping
+the Block frees the memory back to the pool, which may hand it out again while the int you kept
+still points at it. Keep the Block (or the GPUArray holding it) alive while kernels use it.
+Not thread-safe: one allocator per thread.
 
 stats() keys: allocated_bytes (sum of block sizes handed out), requested_bytes (what was asked
-for: the difference is the rounding), reserved_bytes (segments held), free_bytes, peak_*,
-largest_free_block, fragmentation = 1 - allocated / reserved (the share of held memory not in
+for: the difference is the rounding), reserved_bytes (segments held), free_bytes (reserved -
+allocated), peak_allocated_bytes, peak_reserved_bytes, largest_free_block, fragmentation = 1 - allocated / reserved (the share of held memory not in
 use now), free_fragmentation = 1 - largest_free_block / free_bytes (how scattered the free memory
-is: 0 when it is one block), hits, misses, cross_stream (hits taken from another stream's list),
-allocs, frees, segments, device_mallocs, device_frees, oom_retries.
+is: 0 when it is one block), hits (requests served from the cache, cross-stream ones
+included), misses (requests that took a new segment), cross_stream (hits taken from another
+stream's list), allocs, frees, segments, streams (streams seen), device_mallocs, device_frees,
+oom_retries, host_seconds (time spent inside alloc/free). reset_peaks() restarts the peaks and
+zeroes the counters and host_seconds.
 
 Importing this module needs neither pycuda nor a GPU; the CUDA backend is built on first use.
 The bookkeeping runs on any backend with malloc/free/stream_key/record/done/release/synchronize

@@ -15,7 +15,11 @@ hand Philox, which writes the same bits as cuRAND's host API for the same seed a
 The stream (days/day58_curand_init/README.md, common/cuda/philox.cuh): element i of a call with
 (seed, offset) is word g = offset + i of cuRAND's Philox4_32_10 host-API stream (chunk g / 4 is
 Philox block (g / 4) >> 16 of subsequence (g / 4) & 0xFFFF, key = the seed). So:
-- the same (seed, offset, shape) gives the same numbers on every run and every GPU;
+- the same (seed, offset, shape) gives the same numbers on every run. u32, uniform and bernoulli
+  are integer and exactly rounded float work, so they are the same on every GPU. normal and the
+  normal initializers take their sine and cosine from the special-function unit (__sincosf),
+  which is not specified to the bit. They matched libcurand bit for bit on an H200 (sm_90),
+  where both run the same instructions; on another architecture the last bits may differ;
 - two calls with offsets o1 and o2 use disjoint words when o2 >= o1 + n1 (PhiloxStream advances
   by n rounded up to a multiple of 4, which keeps every call's output 16-byte aligned);
 - uniform(), normal(mean=0, std=1), u32() equal curandGenerateUniform / GenerateNormal /

@@ -222,7 +222,7 @@ def test_bar_judge_met_and_missed():
     ok, fig = judge([{"vs_baseline": 1.2}], rec)
     assert ok is False and "1.10x library < 1.20x library" in fig
     ok, fig = judge([{"over": ("v1", 3.0)}], rec)
-    assert ok is False and "2.0x v1" in fig
+    assert ok is False and "2.00x v1" in fig
     ok, fig = judge([{"sizes": [(8, 8)], "pct": 10}], rec)  # a size that was not run
     assert ok is False and "not measured" in fig
     # the fastest row is excluded when it is kept to show a failure

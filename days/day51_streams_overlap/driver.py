@@ -32,8 +32,8 @@ THREADS = 256
 VERSIONS = {
     "v1": "pageable host memory, synchronous copies: in, kernel, out",
     "v2": "pinned host memory, async copies on one stream: still serial",
-    "v3": "8 chunks round-robin over 2 streams (each: in, kernel, out)",
-    "v4": "16 chunks round-robin over 4 streams",
+    "v3": "16 chunks round-robin over 2 streams (each: in, kernel, out)",
+    "v4": "32 chunks round-robin over 4 streams",
     "v5": "a stream per engine (in / kernel / out), chunks chained by events",
     "v6": "zero-copy: the kernel reads and writes mapped host memory",
 }

@@ -30,8 +30,8 @@ V1_THREADS, V1_SCAN_THREADS = 512, 1024    # kernel.cu: V1_THREADS, V1_SCAN_THRE
 V2 = {"warps": 8, "items": 8}              # kernel.cu: V2_WARPS, V2_ITEMS (scalar layout)
 V3 = {"warps": 8, "items": 8}              # kernel.cu: V3_WARPS, V3_ITEMS (scalar layout)
 # kernel.cu: V4_WARPS, V4_ITEMS, V4_VEC, V4_OPTS (8 warps x 32 items, float4 loads, full tiles
-# without bound checks, 48 registers: the third
-# sweep's fastest, .notes/day56_sweep_results.md)
+# without bound checks, __launch_bounds__ min 5 blocks an SM = 48 registers; partition 4, which
+# avoids a spill): the third sweep's fastest, .notes/day56_sweep_results.md)
 # kernel.cu's OPT_* bits (v4's options); OPT_LBW adds a look-back warp to the block
 OPT_VST, OPT_CS, OPT_FULL, OPT_LBW = 1, 2, 4, 8
 V4 = {"warps": 8, "items": 32, "vec": True, "opts": OPT_FULL}
@@ -48,11 +48,11 @@ VERSIONS = {
     "v3": "1 pass, decoupled look-back, scatter from registers",
     "v4": "1 pass, float4 loads, tile compacted in smem, coalesced writes",
 }
-BEST = "v4"  # a guess until the GPU run: the lead corrects it from the measurements
+BEST = "v4"  # measured fastest at every bench size (H200, 2026-11-26)
 SIZE_HELP = "NxPCT: N float32 values, PCT = percent selected (0-100), e.g. 2^28x50"
 SIZES = {"small": (1000, 50), "default": (2 ** 28, 50), "large": (2 ** 29, 50)}
-# 1; around a warp; around the tiles (2048 for v2/v3, 4096 for v4 and the sweep's shapes,
-# 8192 for none: 8193 is 2 and 3 tiles); 1000003 (489 tiles of 2048: look-backs cross many
+# 1; around a warp; around the tiles (2048 for v2/v3, 4096 for some of the sweep's shapes,
+# 8192 for v4: 8193 is 2 tiles of v4, 3 of 4096, 5 of 2048); 1000003 (489 tiles of 2048: look-backs cross many
 # windows of 32); 2^24 + 5 (8193 tiles: long grids); selection none (0%) and all (100%)
 CHECK_SIZES = [(1, 50), (1, 0), (1, 100), (31, 50), (33, 50), (33, 0), (33, 100), (1000, 10),
                (2047, 50), (2049, 50), (4095, 90), (4097, 50), (8193, 50), (12289, 10),

@@ -600,8 +600,9 @@ __device__ __forceinline__ void single_pass(const float* __restrict__ x, float* 
 // ---------------------------------------------------------------------------------------
 // Shapes. v3: v2's tile (8 warps x 8 scalar items). v4: the shipped shape and options (the
 // driver's V4 repeats them; a test checks that they agree), chosen by .notes/day56_sweep.py
-// from the candidates below (select only): 8 warps x 32 items in the float4 layout, capped at
-// 48 registers so that 5 blocks share an SM, measured fastest of the second sweep
+// from the candidates below (select only): 8 warps x 32 items in the float4 layout with the
+// full-tile fast path (OPT_FULL), capped at 48 registers so that 5 blocks share an SM
+// (partition: 4, see V4_MINB_PARTITION), measured fastest of the third sweep
 // (.notes/day56_sweep_results.md).
 // ---------------------------------------------------------------------------------------
 #define V3_WARPS 8

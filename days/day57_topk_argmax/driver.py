@@ -26,7 +26,7 @@ VERSIONS = {
     "v3": "float4; argmax: warps per row by width; top-k: 12-bit pass 1, candidates in smem",
     "v4": "v3 with a row split over a cluster of blocks when rows are few",
 }
-BEST = "v4"   # = v3 from V4_ROWS_BELOW rows on; the lead corrects it from the GPU run
+BEST = "v4"   # = v3 from V4_ROWS_BELOW rows on; faster below (results/day57.json, except 32x50257x8)
 SIZE_HELP = ("ROWSxCOLSxK: top-k of each row of a [ROWS, COLS] float32 matrix, K = 1..256 "
              "(K = 1 is the argmax), e.g. 32x50257x50")
 VOCAB = 50257                                            # GPT-2's vocabulary

@@ -130,7 +130,7 @@ def test_best_bar_read_only_mix_and_an_awkward_size():
     skewed = [i for i, s in enumerate(driver.BENCH_SIZES) if s[2] == driver.SKEWED]
     rec["cases"][skewed[-1]]["rows"] = rows(4.0, 1.0)
     ok, fig = judge(driver.BAR, rec)
-    assert ok is False and "4.0x v1" in fig
+    assert ok is False and "4.00x v1" in fig
 
 
 def test_segment_sums_by_hand():

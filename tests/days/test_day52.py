@@ -68,7 +68,7 @@ def test_bar_judges_graph_over_plain_launches():
 
     assert judge(driver.BAR, rec(5.0, 1.0))[0] is True
     ok, fig = judge(driver.BAR, rec(5.0, 2.0))
-    assert ok is False and "2.5x v1" in fig
+    assert ok is False and "2.50x v1" in fig
 
 
 # --- the public function refuses bad input ---------------------------------------------------
