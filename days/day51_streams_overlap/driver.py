@@ -457,7 +457,11 @@ def draw_timeline(rec, path, plt) -> bool:
                                    linewidth=0.4)
         ax.set_yticks(range(len(lanes)), lanes[::-1], fontsize=8)
         ax.set_ylim(-0.6, len(lanes) - 0.4)
-        ax.set_title(f"{v}: {x['what']}  ({x['total_ms']:.2f} ms)", fontsize=9, loc="left")
+        # the chunk and stream counts from the recorded events themselves (a description
+        # recorded with the run can be older than the plan it ran)
+        chunks = sum(1 for o in x["ops"] if o[1] == "kernel")
+        what = x["what"] if chunks <= 1 else f"{chunks} chunks on {len(lanes)} streams"
+        ax.set_title(f"{v}: {what}  ({x['total_ms']:.2f} ms)", fontsize=9, loc="left")
         ax.grid(axis="x", alpha=0.3)
     axes[-1].set_xlabel("ms since the pipeline's first operation was issued (CUDA events)")
     from matplotlib.patches import Patch
