@@ -47,6 +47,35 @@ def arch_flags(arch: str) -> list[str]:
     return [f"-gencode=arch=compute_{num},code=sm_{num}"]
 
 
+def host_library(source: str | Path, arch: str, tag: str = ""):
+    """A .cu file with host functions (a library baseline such as CUB called from C++) built by
+    nvcc into a shared library and loaded with ctypes. Built once: the file is cached in the temp
+    dir under a name made of the source, the nvcc version and the arch. Call it after the primary
+    context exists, so the CUDA runtime inside the library uses that context too."""
+    import ctypes
+    import hashlib
+    import tempfile
+
+    source = Path(source)
+    nvcc = nvcc_path()
+    if not nvcc:
+        raise OSError(f"nvcc not found: {source.name} is built with nvcc")
+    src = source.read_text()
+    key = hashlib.sha1(f"{src}|{nvcc_version()}|{arch}".encode()).hexdigest()[:16]
+    stem = tag or source.stem
+    lib = Path(tempfile.gettempdir()) / f"{stem}_{key}" / f"lib{stem}.so"
+    if not lib.exists():
+        lib.parent.mkdir(parents=True, exist_ok=True)
+        tmp = lib.with_suffix(".so.partial")
+        r = subprocess.run([nvcc, *arch_flags(arch), "-O3", "-std=c++17", "-shared",
+                            "-Xcompiler", "-fPIC", str(source), "-o", str(tmp)],
+                           capture_output=True, text=True)
+        if r.returncode:
+            raise OSError(f"building {source.name} failed: {r.stderr.strip()[-400:]}")
+        tmp.replace(lib)
+    return ctypes.CDLL(str(lib))
+
+
 def device_arch(needs_arch_specific: bool = False) -> str:
     from .gpu import device_info
 

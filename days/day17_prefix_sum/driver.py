@@ -96,14 +96,15 @@ def tile_of(warps: int, chunks: int) -> int:
 
 
 def next_epoch(epoch: int) -> tuple[int, bool]:
-    """v5: the launch number after `epoch` (1 .. EPOCHS - 1), and whether the status words
+    """The launch number after `epoch` (1 .. EPOCHS - 1), and whether the status words
     must be cleared first (the numbers start over, so an old word could carry the new one)."""
     e = epoch + 1
     return (1, True) if e >= EPOCHS else (e, False)
 
 
-def _lookback_state(d, tiles: int) -> tuple[int, int, int]:
-    """(status words, counters, epoch) for one v5 launch on DeviceCase d. One buffer: two
+def lookback_state(d, tiles: int) -> tuple[int, int, int]:
+    """(status words, counters, epoch) for one look-back launch on DeviceCase d (v5 here; day 56's
+    single-pass kernels use the same status words). One buffer: two
     uint32 tile counters in its first 8 bytes, then one 64-bit status word per tile. It is
     zeroed when allocated and again only when the launch numbers start over."""
     if tiles >= 2 ** 31:
@@ -127,7 +128,7 @@ def launch_lookback(d, fn, warps: int, chunks: int, *,
         raise ValueError("x and y must be 16-byte aligned (the tiles move 16 bytes per access)")
     tile = tile_of(warps, chunks)
     tiles = H.cdiv(n, tile)
-    status, counters, epoch = _lookback_state(d, tiles)
+    status, counters, epoch = lookback_state(d, tiles)
     fn.prepared_call((tiles, 1, 1), (32 * warps, 1, 1), d.x, d.y, status, counters, n, exclusive,
                      epoch, first_ns, retry_ns)
 

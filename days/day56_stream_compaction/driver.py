@@ -11,9 +11,6 @@ at 2^28 in extras(), beside CUB's own DevicePartition::If and DeviceSelect::Uniq
 """
 import ctypes
 import functools
-import hashlib
-import subprocess
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +18,9 @@ import numpy as np
 from common import args as A
 from common import harness as H
 from common.baselines import as_torch, cupy_or_none, torch_or_none
+
+# the status words and launch numbers of day 17's v5 (kernel.cu's look-back reads the same format)
+from days.day17_prefix_sum.driver import lookback_state
 
 from . import reference
 
@@ -40,7 +40,6 @@ V4 = {"warps": 8, "items": 32, "vec": True, "opts": OPT_FULL}
 # them; 1000/500 was the best of four pairs in the first sweep (v4 then in the scalar
 # layout: .notes/day56_sweep_results.md)
 LB_FIRST_NS, LB_RETRY_NS = 1000, 500
-EPOCHS = 1 << 30                           # status words hold the launch number in 30 bits
 
 VERSIONS = {
     "v1": "3 passes: flags, multi-kernel scan, scatter",
@@ -141,33 +140,9 @@ def tile_of(warps: int, items: int) -> int:
     return warps * 32 * items
 
 
-def next_epoch(epoch: int) -> tuple[int, bool]:
-    """The launch number after `epoch` (1 .. EPOCHS - 1), and whether the status words must be
-    cleared first (the numbers start over, so an old word could carry the new one)."""
-    e = epoch + 1
-    return (1, True) if e >= EPOCHS else (e, False)
-
-
 def _ptr(p) -> int:
     """A device pointer for a kernel argument (an empty output has none: 0, never written)."""
     return 0 if p is None else int(p)
-
-
-def _lookback_state(d, tiles: int) -> tuple[int, int, int]:
-    """(status words, counters, epoch) for one v3/v4 launch on DeviceCase d. One buffer: two
-    uint32 tile counters in its first 8 bytes, then a 64-bit status word a tile. Zeroed when
-    (re)allocated and again only when the launch numbers start over."""
-    if tiles >= 2 ** 31:
-        raise ValueError(f"{tiles} tiles: the tile counter is 32 bits")
-    buf = int(d.scratch("lookback", (tiles + 1,), np.uint64, zero=True))
-    state = d.__dict__.setdefault("_lookback_epoch", {"epoch": 0})
-    state["epoch"], clear = next_epoch(state["epoch"])
-    if clear:
-        from common.gpu import driver
-
-        nbytes = d.__dict__["_scratch"]["lookback"].nbytes
-        driver().memset_d32(buf, 0, nbytes // 4)
-    return buf + 8, buf, state["epoch"]
 
 
 def threads_of(warps: int, opts: int = 0) -> int:
@@ -185,7 +160,7 @@ def launch_single_pass(d, fn, warps: int, items: int, *, opts: int = 0,
     if int(d.x) % 16:
         raise ValueError("x must be 16-byte aligned (float4 loads)")
     tiles = H.cdiv(n, tile_of(warps, items))
-    status, counters, epoch = _lookback_state(d, tiles)
+    status, counters, epoch = lookback_state(d, tiles)
     fn.prepared_call((tiles, 1, 1), (threads_of(warps, opts), 1, 1), d.x, _ptr(d.y), _ptr(d.count), status,
                      counters, n, np.float32(d.params.get("threshold", 0.0)), epoch, first_ns,
                      retry_ns)
@@ -253,30 +228,13 @@ CUB_NAMES = {"select": CUB_ROW, "partition": "CUB DevicePartition::If",
 
 @functools.lru_cache(maxsize=None)
 def cub_library():
-    """cub_select.cu built with nvcc into a shared library (once; cached in the temp dir under
-    a name made of the source, the nvcc version and the arch) and loaded with ctypes."""
-    from common.build import nvcc_path, nvcc_version
+    """cub_select.cu built with nvcc into a shared library (once, cached: common.build) and
+    loaded with ctypes."""
+    from common.build import host_library
     from common.gpu import context, device_info
 
     context()  # the primary context first: the runtime in the library then uses it too
-    nvcc = nvcc_path()
-    if not nvcc:
-        raise OSError("nvcc not found: CUB's select is built from cub_select.cu with nvcc")
-    arch = device_info()["arch"]
-    src = CUB_SOURCE.read_text()
-    key = hashlib.sha1(f"{src}|{nvcc_version()}|{arch}".encode()).hexdigest()[:16]
-    lib = Path(tempfile.gettempdir()) / f"day56_cub_{key}" / "libday56_cub.so"
-    if not lib.exists():
-        lib.parent.mkdir(parents=True, exist_ok=True)
-        tmp = lib.with_suffix(".so.partial")
-        num = arch.removeprefix("sm_")
-        r = subprocess.run([nvcc, f"-gencode=arch=compute_{num},code=sm_{num}", "-O3",
-                            "-std=c++17", "-shared", "-Xcompiler", "-fPIC", str(CUB_SOURCE),
-                            "-o", str(tmp)], capture_output=True, text=True)
-        if r.returncode:
-            raise OSError(f"building {CUB_SOURCE.name} failed: {r.stderr.strip()[-400:]}")
-        tmp.replace(lib)
-    so = ctypes.CDLL(str(lib))
+    so = host_library(CUB_SOURCE, device_info()["arch"], tag="day56_cub")
     for op, name in CUB_FUNCS.items():
         fn = getattr(so, name)
         fn.restype = ctypes.c_int
