@@ -143,6 +143,14 @@ def same_shape(**arrays) -> tuple:
     return np.shape(first)
 
 
+def nt_shapes(a: np.ndarray, b: np.ndarray) -> tuple[int, int, int]:
+    """(M, K, N) of C = a @ b.T for 2-D a [M, K] and b [N, K]; ValueError unless the K agree."""
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(f"a is {a.shape[0]}x{a.shape[1]} and b is {b.shape[0]}x{b.shape[1]}: "
+                         "C = a @ b.T needs the same K (columns) in both")
+    return a.shape[0], a.shape[1], b.shape[0]
+
+
 def count(v, name: str, *, low: int = 0, high: int | None = None) -> int:
     """An integer argument (a length, a bin count, a chunk) in [low, high]."""
     if isinstance(v, bool) or not isinstance(v, numbers.Integral):

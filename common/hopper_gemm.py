@@ -103,11 +103,7 @@ def bf16_nt_matmul(a, b, version: str, launch, validate_size) -> np.ndarray:
 
     a = A.floats(a, "a", ndim=2)
     b = A.floats(b, "b", ndim=2)
-    if a.shape[1] != b.shape[1]:
-        raise ValueError(f"a is {a.shape[0]}x{a.shape[1]} and b is {b.shape[0]}x{b.shape[1]}: "
-                         "C = a @ b.T needs the same K (columns) in both")
-    m, k = a.shape
-    n = b.shape[0]
+    m, k, n = A.nt_shapes(a, b)
     if m == 0 or n == 0 or k == 0:
         return np.zeros((m, n), np.float32)
     validate_size((m, k, n))

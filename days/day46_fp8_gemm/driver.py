@@ -275,12 +275,6 @@ def cublas_kernels(report):
 
 # --- public functions -------------------------------------------------------------------------
 
-def _check_pair(a, b):
-    if a.shape[1] != b.shape[1]:
-        raise ValueError(f"a is {a.shape[0]}x{a.shape[1]} and b is {b.shape[0]}x{b.shape[1]}: "
-                         "C = a @ b.T needs the same K (columns) in both")
-
-
 def scaled_mm(a_codes, b_codes, scale_a, scale_b, version: str = BEST) -> np.ndarray:
     """C = scale_a * scale_b * (A @ B.T) on the tensor cores: a_codes [M, K] and b_codes
     [N, K] are e4m3 patterns (uint8 values 0..255, common/fp8.py), the scales positive finite
@@ -291,9 +285,7 @@ def scaled_mm(a_codes, b_codes, scale_a, scale_b, version: str = BEST) -> np.nda
     b = A.uint8(b_codes, "b_codes", ndim=2, what="[N, K] (e4m3 codes)")
     sa = A.real(scale_a, "scale_a", low=0, low_open=True)
     sb = A.real(scale_b, "scale_b", low=0, low_open=True)
-    _check_pair(a, b)
-    m, k = a.shape
-    n = b.shape[0]
+    m, k, n = A.nt_shapes(a, b)
     if m == 0 or n == 0 or k == 0:
         return np.zeros((m, n), np.float32)
     validate_size((m, k, n))
@@ -313,12 +305,10 @@ def matmul(a, b, version: str = BEST) -> np.ndarray:
     version = A.version(version, VERSIONS)
     a = A.floats(a, "a", ndim=2, what="[M, K]")
     b = A.floats(b, "b", ndim=2, what="[N, K]")
-    _check_pair(a, b)
+    m, k, n = A.nt_shapes(a, b)
     for name, v in (("a", a), ("b", b)):
         if not np.isfinite(v).all():
             raise ValueError(f"{name} holds NaN or Inf; fp8 quantization needs finite values")
-    m, k = a.shape
-    n = b.shape[0]
     if m == 0 or n == 0 or k == 0:
         return np.zeros((m, n), np.float32)
     validate_size((m, k, n))

@@ -250,11 +250,7 @@ def matmul(a, b, version: str = BEST) -> np.ndarray:
     version = A.version(version, VERSIONS)
     a = _int8s(a, "a", "[M, K]")
     b = _int8s(b, "b", "[N, K]")
-    if a.shape[1] != b.shape[1]:
-        raise ValueError(f"a is {a.shape[0]}x{a.shape[1]} and b is {b.shape[0]}x{b.shape[1]}: "
-                         "C = a @ b.T needs the same K (columns) in both")
-    m, k = a.shape
-    n = b.shape[0]
+    m, k, n = A.nt_shapes(a, b)
     if m == 0 or n == 0 or k == 0:
         return np.zeros((m, n), np.int32)
     validate_size((m, k, n))
