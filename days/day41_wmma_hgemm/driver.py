@@ -140,8 +140,15 @@ def launch_kernel(kernel, d):
     else:
         a, lda, b, ldb, kp = operands(d, ALIGN)
     bm, bn, threads, _ = KERNELS[kernel]
-    smem = smem_bytes(kernel)
-    fn = K(kernel, "PPPiiiii", dynamic_smem=smem)
+    launch_tiles(K, kernel, d, (a, lda, b, ldb, kp), bm, bn, threads, smem_bytes(kernel))
+
+
+def launch_tiles(kernels, kernel, d, operands, bm, bn, threads, smem):
+    """One block per BM x BN tile of C (a 1-D grid) for the hgemm kernels of days 41-43, which
+    all take (A, B, C, M, N, K padded, lda, ldb); `kernels` is the day's H.Kernels."""
+    m, _, n = d.size
+    a, lda, b, ldb, kp = operands
+    fn = kernels(kernel, "PPPiiiii", dynamic_smem=smem)
     fn.prepared_call((H.cdiv(m, bm) * H.cdiv(n, bn), 1, 1), (threads, 1, 1), a, b, d.c, m, n, kp,
                      lda, ldb, shared_size=smem)
 

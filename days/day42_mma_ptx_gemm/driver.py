@@ -49,13 +49,8 @@ def smem_bytes(kernel: str) -> int:
 
 def launch_kernel(kernel, d):
     """Run one kernel of kernel.cu (a version's or a sweep candidate) on DeviceCase d."""
-    m, _, n = d.size
-    a, lda, b, ldb, kp = day41.operands(d)
     bm, bn, threads, _ = KERNELS[kernel]
-    smem = smem_bytes(kernel)
-    fn = K(kernel, "PPPiiiii", dynamic_smem=smem)
-    fn.prepared_call((H.cdiv(m, bm) * H.cdiv(n, bn), 1, 1), (threads, 1, 1), a, b, d.c, m, n, kp,
-                     lda, ldb, shared_size=smem)
+    day41.launch_tiles(K, kernel, d, day41.operands(d), bm, bn, threads, smem_bytes(kernel))
 
 
 def launch(version, d):
