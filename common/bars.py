@@ -20,9 +20,22 @@ Keys of a clause:
     vs_baseline minimum speed-up over the fastest library timed (1.0 = at least as fast);
                 "baseline": a name picks one library instead
     over        (other version, factor): time(other) / time(version) >= factor
-    text, check a bar the table cannot express: check(record) -> (ok, figure text)
+    text, check a bar the table cannot express: check(record) -> (ok, figure text);
+                all_pass(key) is such a check for an extras section of named {"ok": ...} rows
 """
 from __future__ import annotations
+
+
+def all_pass(key: str):
+    """A check for a text clause: every entry of the extras section `key` (name -> a dict with
+    "ok") passed. Figure: "all pass", or the names that failed."""
+    def check(rec):
+        section = (rec or {}).get("extra", {}).get(key)
+        if not section:
+            return False, "not measured"
+        bad = [name for name, r in section.items() if not r["ok"]]
+        return not bad, "all pass" if not bad else "fail: " + "; ".join(bad)
+    return check
 
 
 def _size_key(size) -> tuple:

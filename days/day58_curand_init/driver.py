@@ -18,6 +18,7 @@ import math
 import numpy as np
 
 from common import args as A
+from common.bars import all_pass
 from common import harness as H
 from common import rng
 
@@ -333,17 +334,9 @@ def _bit_exact(rec):
     return bad == 0, f"{bad} of {sum(r['values'] for r in m.values())} values differ"
 
 
-def _dist_ok(rec):
-    st = rec.get("extra", {}).get("distribution_tests")
-    if not st:
-        return False, "not measured"
-    fails = [k for k, r in st.items() if not r["ok"]]
-    return not fails, "all pass" if not fails else "fail: " + ", ".join(fails)
-
-
 # CURRICULUM.md / issue 13: the hand Philox reproduces cuRAND's Philox4_32_10 stream bit for bit
 # for the same seed and offset; distribution tests
 BAR = [{"text": "hand Philox = libcurand bit for bit (u32, uniform, normal, Bernoulli; v1-v3)",
         "check": _bit_exact},
        {"text": "uniform/normal KS and moments, Bernoulli frequencies, He/Xavier std",
-        "check": _dist_ok}]
+        "check": all_pass("distribution_tests")}]

@@ -19,6 +19,7 @@ bias + dropout + residual op against torch's three kernels.
 import numpy as np
 
 from common import args as A
+from common.bars import all_pass
 from common import harness as H
 from common import rng
 
@@ -407,14 +408,6 @@ def _pass_alone(op):
     return check
 
 
-def _repro(rec):
-    rep = rec.get("extra", {}).get("reproducibility")
-    if not rep:
-        return False, "not measured"
-    bad = [k for k, r in rep.items() if not r["ok"]]
-    return not bad, "all pass" if not bad else "fail: " + "; ".join(bad)
-
-
 # CURRICULUM.md / issue 13: >= 90% of the memory ceiling; faster than torch dropout (the pair of
 # passes at the large size, and each pass alone), reproducible by seed with no mask stored
 BAR = [{"sizes": [(1 << 27, 0)], "pct": BAR_PCT, "vs_baseline": 1.0},
@@ -423,4 +416,4 @@ BAR = [{"sizes": [(1 << 27, 0)], "pct": BAR_PCT, "vs_baseline": 1.0},
        {"text": f"backward alone >= {BAR_PCT}% of its ceiling and faster than torch",
         "check": _pass_alone("backward")},
        {"text": "mask reproducible (seed, offset), forward = backward, = numpy, keep fraction",
-        "check": _repro}]
+        "check": all_pass("reproducibility")}]

@@ -283,8 +283,12 @@ def test_bar_checks_read_the_record():
 
     ok, fig = D._bit_exact({"extra": {"curand_match": {"normal v3": {"values": 10, "differ": 1}}}})
     assert not ok and "1 of 10" in fig
-    ok, _ = D._dist_ok({"extra": {"distribution_tests": {"normal KS": {"ok": True}}}})
-    assert ok
+    dist = D.BAR[1]["check"]
+    assert dist({"extra": {"distribution_tests": {"normal KS": {"ok": True}}}})[0]
+    ok, fig = dist({"extra": {"distribution_tests": {"normal KS": {"ok": True},
+                                                     "He std": {"ok": False}}}})
+    assert not ok and "He std" in fig
+    assert dist({})[1] == "not measured"
     assert D._bit_exact({})[0] is False
 
 

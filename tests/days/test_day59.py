@@ -137,7 +137,7 @@ def test_bar_checks_read_the_record():
     assert ok and "1.50x torch" in fig
     rec["extra"]["passes"]["forward"]["torch"]["median_ms"] = 0.9
     assert not D._pass_alone("forward")(rec)[0]
-    assert not D._repro({"extra": {"reproducibility": {"a": {"ok": False}}}})[0]
+    assert not D.BAR[-1]["check"]({"extra": {"reproducibility": {"a": {"ok": False}}}})[0]
 
 
 # --- on the GPU ----------------------------------------------------------------------------------
