@@ -84,18 +84,24 @@ def grid_for(version: str, n: int, offset: int) -> tuple[tuple, tuple]:
     return (max(1, cdiv(work, THREADS)), 1, 1), (THREADS, 1, 1)
 
 
+def philox_args(seed: int, offset: int) -> tuple:
+    """The kernel arguments naming a stream position: the key (seed's low and high words) and
+    the 64-bit word offset (philox.cuh's curand_counter makes the counter from it)."""
+    return np.uint32(seed & 0xFFFFFFFF), np.uint32(seed >> 32), np.uint64(offset)
+
+
 def launch(dist: str, version: str, out_ptr, n: int, seed: int, offset: int = 0,
            a: float = 1.0, b: float = 0.0, thr: int = 0):
     """Enqueue rng_<dist>_<version> writing n outputs at device pointer out_ptr (no checks:
     the public functions below check; day 58's driver uses this directly)."""
     grid, block = grid_for(version, n, offset)
     fn = _K(f"rng_{dist}_{version}", SIGNATURE)
-    fn.prepared_call(grid, block, out_ptr, np.int32(n), np.uint32(seed & 0xFFFFFFFF),
-                     np.uint32(seed >> 32), np.uint64(offset), np.float32(a), np.float32(b),
-                     np.uint64(thr))
+    fn.prepared_call(grid, block, out_ptr, np.int32(n), *philox_args(seed, offset),
+                     np.float32(a), np.float32(b), np.uint64(thr))
 
 
-def _shape(shape) -> tuple:
+def checked_shape(shape) -> tuple:
+    """An int or a tuple of ints as a shape tuple (each >= 0, the total within int32)."""
     if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
         shape = (int(shape),)
     if not isinstance(shape, (tuple, list)):
@@ -105,15 +111,18 @@ def _shape(shape) -> tuple:
     return dims
 
 
-def _seed(seed) -> int:
+def checked_seed(seed) -> int:
+    """A seed: an integer in [0, 2^64) (the Philox key)."""
     return A.count(seed, "seed", low=0, high=2 ** 64 - 1)
 
 
-def _offset(offset) -> int:
+def checked_offset(offset) -> int:
+    """A stream offset in words: an integer in [0, 2^63]."""
     return A.count(offset, "offset", low=0, high=MAX_OFFSET)
 
 
-def _out(out, shape, dtype):
+def out_array(out, shape, dtype):
+    """`out` checked (a contiguous GPUArray of the dtype and size), or a new GPUArray."""
     from pycuda import gpuarray
 
     from .gpu import context
@@ -130,11 +139,11 @@ def _out(out, shape, dtype):
 
 
 def _gen(dist, shape, seed, offset, a, b, thr, out, version, dtype=np.float32):
-    shape = _shape(shape)
-    seed, offset = _seed(seed), _offset(offset)
+    shape = checked_shape(shape)
+    seed, offset = checked_seed(seed), checked_offset(offset)
     if version not in VERSIONS and not version.startswith("v3_u"):
         A.version(version, VERSIONS)
-    out = _out(out, shape, dtype)
+    out = out_array(out, shape, dtype)
     n = out.size
     if n:
         launch(dist, version, out.gpudata, n, seed, offset, a, b, thr)
@@ -183,7 +192,7 @@ def bernoulli(shape, p: float, seed, offset: int = 0, value: float = 1.0, out=No
 def fans(shape) -> tuple[int, int]:
     """(fan_in, fan_out) of a weight shape as torch reads it: [out, in, *kernel] ->
     (in * prod(kernel), out * prod(kernel)); a 1-D shape [n] -> (n, n)."""
-    shape = _shape(shape)
+    shape = checked_shape(shape)
     if len(shape) == 0:
         raise ValueError("a weight needs at least one dimension to have a fan-in")
     if len(shape) == 1:
@@ -250,13 +259,13 @@ class PhiloxStream:
     PhiloxStream(seed) gets the same weights every run; `offset` can be saved and restored."""
 
     def __init__(self, seed: int, offset: int = 0):
-        self.seed = _seed(seed)
-        self.offset = _offset(offset)
+        self.seed = checked_seed(seed)
+        self.offset = checked_offset(offset)
 
     def _take(self, shape) -> int:
-        n = int(np.prod(_shape(shape), dtype=np.int64))
+        n = int(np.prod(checked_shape(shape), dtype=np.int64))
         o = self.offset
-        self.offset = _offset(o + 4 * cdiv(n, 4))
+        self.offset = checked_offset(o + 4 * cdiv(n, 4))
         return o
 
     def u32(self, shape, **kw):
@@ -334,7 +343,7 @@ class CurandGenerator:
         self._lib = lib
         self._g = ctypes.c_void_p()
         _ok(lib.curandCreateGenerator(ctypes.byref(self._g), PHILOX4_32_10), "curandCreateGenerator")
-        _ok(lib.curandSetPseudoRandomGeneratorSeed(self._g, ctypes.c_ulonglong(_seed(seed))),
+        _ok(lib.curandSetPseudoRandomGeneratorSeed(self._g, ctypes.c_ulonglong(checked_seed(seed))),
             "curandSetPseudoRandomGeneratorSeed")
         if ordering is not None:
             _ok(lib.curandSetGeneratorOrdering(self._g, ORDERINGS[A.choice(ordering, "ordering", ORDERINGS)]),
@@ -342,12 +351,12 @@ class CurandGenerator:
         self.set_offset(offset)
 
     def set_offset(self, offset: int):
-        _ok(self._lib.curandSetGeneratorOffset(self._g, ctypes.c_ulonglong(_offset(offset))),
+        _ok(self._lib.curandSetGeneratorOffset(self._g, ctypes.c_ulonglong(checked_offset(offset))),
             "curandSetGeneratorOffset")
 
     def _call(self, fn, shape, dtype, out, *extra):
-        shape = _shape(shape)
-        out = _out(out, shape, dtype)
+        shape = checked_shape(shape)
+        out = out_array(out, shape, dtype)
         if out.size:
             _ok(fn(self._g, ctypes.c_void_p(int(out.gpudata)), ctypes.c_size_t(out.size), *extra),
                 fn.__name__)

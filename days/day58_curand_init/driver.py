@@ -98,7 +98,7 @@ def _n(n):
 
 def _args(n, seed, offset, version):
     """Checked (n, seed, offset, version), all before anything touches pycuda."""
-    return _n(n), rng._seed(seed), rng._offset(offset), A.version(version, VERSIONS)
+    return _n(n), rng.checked_seed(seed), rng.checked_offset(offset), A.version(version, VERSIONS)
 
 
 def u32(n, seed, offset=0, version=BEST):

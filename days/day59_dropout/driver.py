@@ -117,9 +117,8 @@ def launch_pass(version, x_ptr, y_ptr, n, seed, offset, p):
     """One dropout pass (forward or backward: the same kernel) on device pointers."""
     grid, block = grid_for(version, n, offset)
     K(kernel_name(version), SIGNATURE).prepared_call(
-        grid, block, x_ptr, y_ptr, np.int32(n), np.uint32(seed & 0xFFFFFFFF),
-        np.uint32(seed >> 32), np.uint64(offset), np.uint64(reference.keep_threshold(p)),
-        np.float32(reference.scale(p)))
+        grid, block, x_ptr, y_ptr, np.int32(n), *rng.philox_args(seed, offset),
+        np.uint64(reference.keep_threshold(p)), np.float32(reference.scale(p)))
 
 
 def launch(version, d):
@@ -168,7 +167,7 @@ def baselines(d):
 def _common(p, seed, offset, version):
     version = A.version(version, VERSIONS)
     p = A.real(p, "p", low=0.0, high=1.0)
-    return p, rng._seed(seed), rng._offset(offset), version
+    return p, rng.checked_seed(seed), rng.checked_offset(offset), version
 
 
 def dropout(x, p, seed, offset=0, version=BEST):
@@ -203,8 +202,8 @@ def dropout_mask(shape, p, seed, offset=0):
     """Which elements dropout(x of this shape, p, seed, offset) keeps: bool, made on the GPU as
     day 58's bernoulli(1 - p) (the same words, the same threshold)."""
     p = A.real(p, "p", low=0.0, high=1.0)
-    shape = rng._shape(shape)
-    seed, offset = rng._seed(seed), rng._offset(offset)
+    shape = rng.checked_shape(shape)
+    seed, offset = rng.checked_seed(seed), rng.checked_offset(offset)
     if int(np.prod(shape)) == 0:
         return np.zeros(shape, bool)
     return rng.bernoulli(shape, 1.0 - p, seed, offset).get() > 0
@@ -227,7 +226,7 @@ def _gpu_pass(x, p, seed, offset, out, version, name):
     if not isinstance(x, gpuarray.GPUArray) or x.dtype != np.float32 or not x.flags.c_contiguous:
         raise TypeError(f"{name} must be a contiguous float32 GPUArray")
     A.fits_int32(name, x.size)
-    out = rng._out(out, x.shape, np.float32)
+    out = rng.out_array(out, x.shape, np.float32)
     if x.size:
         launch_pass(version, x.gpudata, out.gpudata, x.size, seed, offset, p)
     return out
@@ -237,7 +236,7 @@ def dropout_add(x, bias, residual, p, seed, offset=0):
     """residual + dropout(x + bias) for x, residual [rows, C] and bias [C], float32, in one pass
     (dropout_add_v3). The mask is dropout()'s for the same (seed, offset) and n = rows * C."""
     p = A.real(p, "p", low=0.0, high=1.0)
-    seed, offset = rng._seed(seed), rng._offset(offset)
+    seed, offset = rng.checked_seed(seed), rng.checked_offset(offset)
     x = A.floats(x, "x", ndim=2, what="[rows, C]")
     b = A.floats(bias, "bias", shape=(x.shape[1],), what="[C]")
     r = A.floats(residual, "residual", shape=x.shape, what="like x")
