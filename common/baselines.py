@@ -77,6 +77,15 @@ def kernels_launched(fn) -> list[tuple[str, float]]:
             if e.get("cat") == "kernel" and e.get("ph") == "X"]
 
 
+def short_kernel_name(name: str) -> str:
+    """A library kernel's name as CUPTI reports it, shortened for a table:
+    'void cub::...::DeviceSelectSweepKernel<...>(...)' -> 'DeviceSelectSweepKernel'."""
+    name = name.removeprefix("void ").replace("(anonymous namespace)::", "")
+    for stop in "<(":
+        name = name.split(stop, 1)[0]
+    return name.rsplit("::", 1)[-1].strip()
+
+
 # --- cuBLAS ---------------------------------------------------------------------------------
 
 def toolkit_library_candidates(name: str):

@@ -328,3 +328,14 @@ def test_mix_of_reads_and_writes():
     assert mix_of(100, 100) == (1, 0)      # a reduction
     assert mix_of(100, 99) == (1, 0)       # a histogram: 1% written
     assert mix_of(300, 100) == (1, 2)      # one read, two written
+
+
+def test_short_kernel_names():
+    """Library kernels as CUPTI names them, shortened for the days' kernel tables."""
+    from common.baselines import short_kernel_name
+
+    assert short_kernel_name("void cub::CUB_300000_SM_900_NS::detail::select::"
+                             "DeviceSelectSweepKernel<cub::A, float*>(float*, int)") == \
+        "DeviceSelectSweepKernel"
+    assert short_kernel_name("cupy_copy__float32_float32") == "cupy_copy__float32_float32"
+    assert short_kernel_name("void at::native::(anonymous namespace)::f(int)") == "f"

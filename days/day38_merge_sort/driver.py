@@ -13,7 +13,7 @@ import numpy as np
 
 from common import args as A
 from common import harness as H
-from common.baselines import as_torch, cupy_or_none, torch_or_none
+from common.baselines import as_torch, cupy_or_none, short_kernel_name, torch_or_none
 
 from . import reference
 
@@ -617,9 +617,17 @@ def launch_rows(times, n: int, words: int = 1) -> list[list[str]]:
     return rows
 
 
-def _short(name: str) -> str:
-    """A kernel's name without its template arguments."""
-    return name.split("<")[0].replace("void ", "").strip()
+def cupy_sort_kernels(n: int):
+    """(name, us) of every kernel one cupy.sort of n random uint32 keys launches (CUPTI, after a
+    warm-up call), or None without CuPy and torch (its profiler reads CUPTI)."""
+    cupy, torch = cupy_or_none(), torch_or_none()
+    if cupy is None or torch is None:
+        return None
+    from common.baselines import kernels_launched
+
+    x = cupy.asarray(np.random.default_rng(0).integers(0, 2 ** 32, n, dtype=np.uint32))
+    cupy.sort(x)  # warm: CuPy builds its plan and memory pool once
+    return kernels_launched(lambda: cupy.sort(x))
 
 
 def extras(report, mode):
@@ -641,19 +649,14 @@ def extras(report, mode):
                        f"of 5)", launch_rows(times, n),
                        ["launches", "count", "us", "us a pass", "GB/s"])
         report.record(f"launch_times_{v}", [[k, L, t] for k, L, t in times])
-    cupy, torch = cupy_or_none(), torch_or_none()
-    if cupy is None or torch is None:
+    ks = cupy_sort_kernels(n)
+    if ks is None:
         report.say("\n(cupy.sort's kernels not listed: needs CuPy and torch's profiler)")
         return
-    from common.baselines import kernels_launched
-
-    x = cupy.asarray(np.random.default_rng(0).integers(0, 2 ** 32, n, dtype=np.uint32))
-    cupy.sort(x)  # warm: CuPy builds its plan and memory pool once
-    ks = kernels_launched(lambda: cupy.sort(x))
     agg = {}
     for name, us in ks:
-        c, t = agg.get(_short(name), (0, 0.0))
-        agg[_short(name)] = (c + 1, t + us)
+        c, t = agg.get(short_kernel_name(name), (0, 0.0))
+        agg[short_kernel_name(name)] = (c + 1, t + us)
     krows = [[k, str(c), f"{t:.1f}"] for k, (c, t) in agg.items()]
     krows.append(["CUB radix sort kernels alone", "", f"{sum(t for k, (c, t) in agg.items() if 'Radix' in k):.1f}"])
     report.section("kernels cupy.sort launches at n = 2^26 (CUPTI, one call)", krows,

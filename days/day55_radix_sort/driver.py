@@ -15,7 +15,9 @@ import numpy as np
 
 from common import args as A
 from common import harness as H
-from common.baselines import as_torch, cupy_or_none, torch_or_none
+from common.baselines import as_torch, cupy_or_none, short_kernel_name, torch_or_none
+
+from days.day38_merge_sort.driver import cupy_sort_kernels
 
 from . import reference
 
@@ -446,16 +448,11 @@ def extras(report, mode):
                        "mean of 5)",
                        rows, ["kernel", "us", "GB/s"])
         report.record(f"kernel_times_{what}", [[k, us] for k, us in times])
-    cupy, torch = cupy_or_none(), torch_or_none()
-    if cupy is None or torch is None:
+    ks = cupy_sort_kernels(n)
+    if ks is None:
         report.say("\n(cupy.sort's kernels not listed: needs CuPy and torch's profiler)")
         return
-    from common.baselines import kernels_launched
-
-    x = cupy.asarray(np.random.default_rng(0).integers(0, 2 ** 32, n, dtype=np.uint32))
-    cupy.sort(x)  # warm: CuPy builds its plan and memory pool once
-    ks = kernels_launched(lambda: cupy.sort(x))
-    rows = [[name.split("<")[0].replace("void ", "").strip()[:60], f"{us:.1f}"] for name, us in ks]
+    rows = [[short_kernel_name(name)[:60], f"{us:.1f}"] for name, us in ks]
     report.section("kernels cupy.sort launches at 2^28 keys (CUPTI, one call)", rows,
                    ["kernel", "us"])
     report.record("cupy_sort_kernels", [[name, us] for name, us in ks])

@@ -17,7 +17,7 @@ import numpy as np
 
 from common import args as A
 from common import harness as H
-from common.baselines import as_torch, cupy_or_none, torch_or_none
+from common.baselines import as_torch, cupy_or_none, short_kernel_name, torch_or_none
 
 # the status words and launch numbers of day 17's v5 (kernel.cu's look-back reads the same format)
 from days.day17_prefix_sum.driver import lookback_state
@@ -428,14 +428,6 @@ def _op_rows(report, op: str, size) -> list[dict]:
         except Exception as e:
             report.say(f"  torch.unique_consecutive not timed: {type(e).__name__}: {e}")
     return rows
-
-
-def short_kernel_name(name: str) -> str:
-    """'void cub::...::DeviceSelectSweepKernel<...>(...)' -> 'DeviceSelectSweepKernel'."""
-    name = name.removeprefix("void ").replace("(anonymous namespace)::", "")
-    for stop in "<(":
-        name = name.split(stop, 1)[0]
-    return name.rsplit("::", 1)[-1].strip()
 
 
 def _library_kernels(report):

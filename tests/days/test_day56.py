@@ -224,15 +224,6 @@ def test_sweep_candidates_exist_in_the_kernel():
     assert all(label in tags for label, _, _ in sweep.SLEEPS)
 
 
-def test_short_kernel_names():
-    D = _driver()
-    assert D.short_kernel_name("void cub::CUB_300000_SM_900_NS::detail::select::"
-                               "DeviceSelectSweepKernel<cub::A, float*>(float*, int)") == \
-        "DeviceSelectSweepKernel"
-    assert D.short_kernel_name("cupy_copy__float32_float32") == "cupy_copy__float32_float32"
-    assert D.short_kernel_name("void at::native::(anonymous namespace)::f(int)") == "f"
-
-
 def test_bar_sizes_are_benchmarked():
     D = _driver()
     for clause in D.BAR:
