@@ -20,6 +20,13 @@ __device__ __forceinline__ uint32_t smem_addr(const void *p) {
     return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// The 128-byte swizzle repeats every 1024 bytes: a swizzled tile starts on that grid, in the
+// copy engine's view and in wgmma's. p rounded up to it (dynamic shared memory + 1024 spare).
+__device__ __forceinline__ uint8_t *align1024(uint8_t *p) {
+    const uint32_t a = smem_addr(p);
+    return p + ((1024 - (a & 1023)) & 1023);
+}
+
 // --- mbarrier --------------------------------------------------------------------------------
 // A 64-bit shared-memory object with an arrival count and a transaction (byte) count. A phase
 // completes when `count` threads have arrived AND the expected bytes have landed; then the
@@ -66,6 +73,24 @@ __device__ __forceinline__ void load_2d(void *dst, const void *map, uint64_t *ba
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
                  " [%0], [%1, {%3, %4}], [%2];"
                  ::"r"(smem_addr(dst)), "l"(map), "r"(smem_addr(bar)), "r"(x), "r"(y)
+                 : "memory");
+}
+
+// 3-D and 4-D boxes: the same instruction with more coordinates (signed 32-bit: a negative
+// coordinate or one past the end reads zeros; day 60 makes a convolution's padding that way).
+__device__ __forceinline__ void load_3d(void *dst, const void *map, uint64_t *bar, int c0, int c1,
+                                        int c2) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%3, %4, %5}], [%2];"
+                 ::"r"(smem_addr(dst)), "l"(map), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2)
+                 : "memory");
+}
+__device__ __forceinline__ void load_4d(void *dst, const void *map, uint64_t *bar, int c0, int c1,
+                                        int c2, int c3) {
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%3, %4, %5, %6}], [%2];"
+                 ::"r"(smem_addr(dst)), "l"(map), "r"(smem_addr(bar)), "r"(c0), "r"(c1),
+                   "r"(c2), "r"(c3)
                  : "memory");
 }
 

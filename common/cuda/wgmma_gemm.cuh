@@ -81,11 +81,7 @@ __host__ __device__ constexpr int smem_bytes(int extra = 0) {
     return STAGES * Tile<BN>::STAGE_BYTES + extra + 1024;
 }
 
-__device__ __forceinline__ uint8_t *align1024(uint8_t *p) {
-    // the 128-byte swizzle repeats every 1024 bytes: tiles start on that grid
-    const uint32_t a = tma::smem_addr(p);
-    return p + ((1024 - (a & 1023)) & 1023);
-}
+using tma::align1024;
 
 template <int CLUSTER>
 __device__ __forceinline__ int cluster_rank() {

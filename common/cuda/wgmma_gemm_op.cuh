@@ -45,11 +45,7 @@ constexpr int A_BYTES = BM * ROW_BYTES;    // 16 KB
 constexpr int STAGE_BYTES = (BM + BN) * ROW_BYTES;   // 48 KB: A 128 rows + B 256 rows
 constexpr int ONE_BUFFER_THREADS = 256, WS_THREADS = 384;
 
-__device__ __forceinline__ uint8_t *align1024(uint8_t *p) {
-    // The 128-byte swizzle pattern repeats every 1024 bytes: tiles must start on that grid.
-    uint32_t a = tma::smem_addr(p);
-    return p + ((1024 - (a & 1023)) & 1023);
-}
+using tma::align1024;
 
 // Tile t of the grouped order: GROUP row-tiles at a time, down the columns of a group.
 template <int GROUP>

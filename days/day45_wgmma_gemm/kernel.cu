@@ -33,12 +33,7 @@ constexpr int BK = 64;                 // one 128-byte swizzle row of bf16 per t
 
 extern __shared__ uint8_t smem_raw[];  // dynamic shared memory of v2..v6 (aligned below)
 
-__device__ __forceinline__ uint8_t *align1024(uint8_t *p) {
-    // The 128-byte swizzle pattern repeats every 1024 bytes: tiles must start on that grid,
-    // in the copy engine's view and in wgmma's.
-    uint32_t a = tma::smem_addr(p);
-    return p + ((1024 - (a & 1023)) & 1023);
-}
+using tma::align1024;  // tiles start on the 128-byte swizzle's 1024-byte grid
 
 // One k-block (64 deep) of a warpgroup's 64 x BN tile: four wgmma k16 steps. sA points at the
 // warpgroup's 64 rows of A (64 x 64), sB at the BN rows of B (BN x 64).

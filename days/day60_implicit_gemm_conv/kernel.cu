@@ -216,31 +216,11 @@ conv_v2(const uint16_t *__restrict__ x, const uint16_t *__restrict__ w, uint16_t
 }
 
 // ---------------------------------------------------------------------------------------------
-// v3 / v4: TMA + wgmma, warp specialised. tma.cuh has the 2-D copy only; the 3-D and 4-D tiled
-// copies are the same instruction with more coordinates (innermost first, signed 32-bit: a
-// negative coordinate or one past the end reads zeros).
-__device__ __forceinline__ void load_3d(void *dst, const void *map, uint64_t *bar, int c0, int c1,
-                                        int c2) {
-    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-                 " [%0], [%1, {%3, %4, %5}], [%2];"
-                 ::"r"(tma::smem_addr(dst)), "l"(map), "r"(tma::smem_addr(bar)), "r"(c0), "r"(c1),
-                 "r"(c2)
-                 : "memory");
-}
-__device__ __forceinline__ void load_4d(void *dst, const void *map, uint64_t *bar, int c0, int c1,
-                                        int c2, int c3) {
-    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-                 " [%0], [%1, {%3, %4, %5, %6}], [%2];"
-                 ::"r"(tma::smem_addr(dst)), "l"(map), "r"(tma::smem_addr(bar)), "r"(c0), "r"(c1),
-                 "r"(c2), "r"(c3)
-                 : "memory");
-}
-
-__device__ __forceinline__ uint8_t *align1024(uint8_t *p) {
-    // the 128-byte swizzle repeats every 1024 bytes: tiles start on that grid
-    const uint32_t a = tma::smem_addr(p);
-    return p + ((1024 - (a & 1023)) & 1023);
-}
+// v3 / v4: TMA + wgmma, warp specialised. The 3-D and 4-D tiled copies (tma::load_3d/4d) take
+// signed coordinates: a negative one or one past the end reads zeros.
+using tma::align1024;
+using tma::load_3d;
+using tma::load_4d;
 
 // One k-block (one tap, 64 channels) of a warpgroup's 64 x BN tile: four k16 steps, +32 bytes
 // along the swizzled 128-byte rows each (wgmma applies the swizzle to the final address).
