@@ -19,7 +19,7 @@ from common import tma
 from common.baselines import torch_or_none
 # day 45's cases: A and B ~ N(0, 1) rounded to bf16, C = A . B^T exact (reference.py re-exports
 # day 45's specification)
-from days.day45_wgmma_gemm.driver import make_case  # noqa: F401
+from days.day45_wgmma_gemm.driver import baselines, make_case  # noqa: F401  (cuBLAS bf16)
 
 SM90A = True
 K = H.Kernels(__file__, sm90a=True)
@@ -297,11 +297,6 @@ def same_as(version, size):
     """v2/v3 with one slice and v4 with no stream-K tiles launch v1's kernel."""
     p = plan_for(version, size, gpu.sm_count())
     return p["version"] if p["version"] != version else None
-
-
-def baselines(d):
-    """cuBLAS bf16 on the same A and B (common.hopper_gemm.cublas_bf16_nt)."""
-    return G.cublas_bf16_nt(d)
 
 
 def schedule_rows(sms: int) -> list:

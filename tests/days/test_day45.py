@@ -156,11 +156,13 @@ def test_matmul_on_the_gpu(gpu, version):
     assert np.linalg.norm(got - want) / np.linalg.norm(want) < reference.TOL
 
 
-def test_cublas_baselines_agree(gpu):
+@pytest.mark.parametrize("size", [(300, 136, 260), (300, 4096, 260)])
+def test_cublas_baselines_agree(gpu, size):
+    """common.hopper_gemm.cublas_bf16_nt: the baseline of days 45 and 48."""
     from common import harness as H
     from common.runner import to_host
 
-    case = driver.make_case((300, 136, 260), np.random.default_rng(4))
+    case = driver.make_case(size, np.random.default_rng(4))
     d = H.DeviceCase(case)
     for name, fn in driver.baselines(d).items():
         out = fn()
