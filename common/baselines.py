@@ -213,6 +213,17 @@ def gemm_ex(a_ptr, b_ptr, c_ptr, m: int, n: int, k: int, mode: str = "tf32",
         "cublasGemmEx")
 
 
+class FirstColumns:
+    """The first n columns of a device array [rows, ld >= n] (a library's C written with a padded
+    leading dimension), read back only when checked (.get())."""
+
+    def __init__(self, arr, n):
+        self.arr, self.n = arr, n
+
+    def get(self):
+        return self.arr.get()[:, :self.n]
+
+
 def gemm_int8_tn(w_ptr, a_ptr, c_ptr, m: int, n: int, kp: int, ldc: int):
     """Row-major C[m, n] (row pitch ldc) = A[m, kp] @ W[n, kp]^T, int8 in, int32 out, through
     cublasGemmEx with CUBLAS_COMPUTE_32I (days 39 and 47). Column-major, that is C^T = W A^T with

@@ -13,7 +13,7 @@ import numpy as np
 
 from common import args as A
 from common import harness as H
-from common.baselines import gemm_int8_tn
+from common.baselines import FirstColumns, gemm_int8_tn
 
 from . import reference
 
@@ -180,16 +180,6 @@ def day08_name() -> str:
     return f"day 8 {day08.BEST} fp32"
 
 
-class _Columns:
-    """The first n columns of a device array, read back only when checked (.get())."""
-
-    def __init__(self, arr, n):
-        self.arr, self.n = arr, n
-
-    def get(self):
-        return self.arr.get()[:, :self.n]
-
-
 def fp32_case(d):
     """The same A and B as float32 on the device (converted once, untimed), as day 8's problem."""
     if "_fp32" not in d.__dict__:
@@ -224,7 +214,7 @@ def baselines(d):
 
     def int8_gemm():
         gemm_int8_tn(dev["wt"].gpudata, dev["a"].gpudata, dev["c"].gpudata, m, n, kp, np_)
-        return _Columns(dev["c"], n)
+        return FirstColumns(dev["c"], n)
 
     f = fp32_case(d)
     return {"cuBLAS int8 (IMMA)": int8_gemm,

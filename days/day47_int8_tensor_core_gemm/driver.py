@@ -118,16 +118,6 @@ def launch(version, d):
 
 # --- baselines --------------------------------------------------------------------------------
 
-class _Columns:
-    """The first n columns of a device array, read back only when checked (.get())."""
-
-    def __init__(self, arr, n):
-        self.arr, self.n = arr, n
-
-    def get(self):
-        return self.arr.get()[:, :self.n]
-
-
 def baselines(d):
     """cuBLAS int8 (IMMA tensor cores) through cublasGemmEx with CUBLAS_COMPUTE_32I (day 39's
     wrapper: C = A . W^T, our layout exactly), on the device arrays themselves when K % 16 == 0
@@ -136,7 +126,7 @@ def baselines(d):
     torch allows it (M > 16, K and N multiples of 8)."""
     from pycuda import gpuarray
 
-    from common.baselines import gemm_int8_tn
+    from common.baselines import FirstColumns, gemm_int8_tn
 
     m, k, n = d.size
     dev = d.__dict__.setdefault("_cublas_int8", {})
@@ -156,7 +146,7 @@ def baselines(d):
 
     def cublas():
         gemm_int8_tn(dev["b"].gpudata, dev["a"].gpudata, dev["c"].gpudata, m, n, kp, ldc)
-        return _Columns(dev["c"], n)
+        return FirstColumns(dev["c"], n)
 
     fns = {CUBLAS: cublas}
     torch = torch_or_none()
